@@ -1,0 +1,69 @@
+"""Exception types raised by dask_bid.
+
+Every validation error subclasses both a dask_bid base class and the builtin
+exception a scientific-Python user would catch (``ValueError``, ``TypeError``,
+``FileNotFoundError`` ...), so existing ``except ValueError`` code keeps working.
+"""
+
+__all__ = [
+    "DaskBidError",
+    "InputShapeError",
+    "InputDTypeError",
+    "NonFiniteInputError",
+    "ParameterError",
+    "StoreNotFoundError",
+    "NotAnArrayError",
+    "CorruptStoreError",
+    "OutputExistsError",
+    "OutputLocationError",
+    "SchedulerUnreachableError",
+    "NotFittedError",
+]
+
+
+class DaskBidError(Exception):
+    """Base class of every error raised by dask_bid on purpose."""
+
+
+class InputShapeError(DaskBidError, ValueError):
+    """The input matrix has the wrong number of dimensions or is too small."""
+
+
+class InputDTypeError(DaskBidError, TypeError):
+    """The input matrix has a dtype that cannot be converted to float safely."""
+
+
+class NonFiniteInputError(DaskBidError, ValueError):
+    """The input contains NaN or infinity and ``missing="mask"`` was not chosen."""
+
+
+class ParameterError(DaskBidError, ValueError):
+    """A parameter of the estimator or of a function is out of its domain."""
+
+
+class StoreNotFoundError(DaskBidError, FileNotFoundError):
+    """No Zarr array (or file) exists at the given path."""
+
+
+class NotAnArrayError(DaskBidError, ValueError):
+    """The path holds a Zarr group (or something else) where an array was expected."""
+
+
+class CorruptStoreError(DaskBidError, OSError):
+    """A chunk or the metadata of a store cannot be read or decoded."""
+
+
+class OutputExistsError(DaskBidError, FileExistsError):
+    """The output location already holds data and ``overwrite`` was not set."""
+
+
+class OutputLocationError(DaskBidError, OSError):
+    """The output location cannot be written, or equals the input."""
+
+
+class SchedulerUnreachableError(DaskBidError, ConnectionError):
+    """The Dask scheduler address did not answer within the timeout."""
+
+
+class NotFittedError(DaskBidError, AttributeError):
+    """The estimator was used before ``fit``."""

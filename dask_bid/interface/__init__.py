@@ -1,0 +1,1 @@
+"""dask_bid.interface."""
