@@ -1,0 +1,247 @@
+"""The client side of one chain: swap decisions, sigma^2, bookkeeping.
+
+The driver never touches A or W itself: it asks a backend to run block
+operations (``dask_bid.kernels.block``) on every column block and gets back
+scalars and K-vectors. ``MemoryBackend`` runs the blocks in threads on numpy
+arrays; ``DaskBackend`` keeps them on Dask workers. Both give the same chain.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..kernels.block import (
+    StepContext,
+    block_aggressive,
+    block_plain_finish,
+    block_plain_propose,
+)
+from ..kernels.priors import Priors
+from ..kernels.rng import CANDIDATES, CLIENT, INIT, stream
+from ..kernels.stats import barker_accept, draw_sigma2, log_barker, sse_from_stats
+
+__all__ = ["ChainConfig", "ClientState", "ChainOutput", "run_chain", "retained_iterations"]
+
+
+class ChainConfig(NamedTuple):
+    n_components: int
+    priors: Priors
+    aggressive: bool = True
+    n_iter: int = 500
+    burn_in: int = 100
+    thin: int = 5
+    temperature: float = 1.0
+    n_candidates: int = 8
+    max_cached_rows: int = 32
+    max_tracked_sets: int = 16
+    point_estimate: str = "mode"
+
+
+def retained_iterations(n_iter: int, burn_in: int, thin: int) -> np.ndarray:
+    """Indices of the iterations whose draws are kept."""
+    return np.arange(burn_in, n_iter, thin)
+
+
+@dataclass
+class ClientState:
+    """Everything the client needs to continue a chain (checkpointed as is)."""
+
+    iteration: int  # next iteration to run
+    J: np.ndarray  # current basis, slot order
+    G: np.ndarray
+    sse: float
+    sigma2: float
+    J2: np.ndarray | None = None
+    G2: np.ndarray | None = None
+    sse2: float = np.nan
+    cand_pos: int = 0  # position in the candidate stream
+    cached: list = field(default_factory=list)  # columns whose A^T A rows the blocks hold
+    n_passes: int = 0
+    trace_mse: list = field(default_factory=list)
+    trace_sigma2: list = field(default_factory=list)
+    trace_accepted: list = field(default_factory=list)
+    trace_accept_prob: list = field(default_factory=list)
+    draws_J: list = field(default_factory=list)
+    draws_sigma2: list = field(default_factory=list)
+    draws_sse: list = field(default_factory=list)
+    set_counts: dict = field(default_factory=dict)  # sorted J -> retained draws
+    set_best: dict = field(default_factory=dict)  # sorted J -> lowest SSE among them
+    elapsed: float = 0.0
+
+
+@dataclass
+class ChainOutput:
+    state: ClientState
+    norm_a2: float
+    n_obs: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _candidate(entropy, chain, pos, n_cols):
+    return int(stream(entropy, chain, pos, 0, CANDIDATES).integers(n_cols))
+
+
+def _next_candidate(entropy, chain, st: ClientState, n_cols, J):
+    """Next stream entry not in J (rejection from uniform on all columns: uniform on I)."""
+    inJ = set(int(j) for j in J)
+    pos = st.cand_pos
+    while True:
+        u = _candidate(entropy, chain, pos, n_cols)
+        pos += 1
+        if u not in inJ:
+            return u, pos
+
+
+def _ensure_cached(backend, cfg, entropy, chain, st: ClientState, u, J):
+    """Make sure the blocks hold row a_u^T A; if not, one pass computes the rows of
+    u and of the next few distinct stream entries, so that on average a pass serves
+    ``n_candidates`` proposals."""
+    if u in st.cached:
+        return
+    inJ = set(int(j) for j in J)
+    want = [u]
+    pos = st.cand_pos
+    lookahead = 0
+    while len(want) < cfg.n_candidates and lookahead < 50 * cfg.n_candidates:
+        c = _candidate(entropy, chain, pos, backend.n_cols)
+        pos += 1
+        lookahead += 1
+        if c not in inJ and c not in st.cached and c not in want:
+            want.append(c)
+    backend.add_rows(want, cfg.max_cached_rows)
+    cached = [c for c in st.cached if c not in want] + want
+    st.cached = cached[-cfg.max_cached_rows:]
+    st.n_passes += 1
+
+
+def _proposal_gram(G, p, g_col, sq_u):
+    g = g_col.copy()
+    g[p] = sq_u
+    G2 = G.copy()
+    G2[p, :] = g
+    G2[:, p] = g
+    return G2, g
+
+
+def _record(cfg, st: ClientState, J):
+    key = tuple(int(j) for j in np.sort(J))
+    perm = np.argsort(J, kind="stable")
+    evict = []
+    if key not in st.set_counts and len(st.set_counts) >= cfg.max_tracked_sets:
+        # forget the least visited basis to bound worker memory
+        victim = min(st.set_counts, key=lambda k: (st.set_counts[k], -st.set_best[k]))
+        del st.set_counts[victim]
+        del st.set_best[victim]
+        evict.append(victim)
+    st.set_counts[key] = st.set_counts.get(key, 0) + 1
+    st.set_best.setdefault(key, np.inf)
+    return key, perm, tuple(evict)
+
+
+def initial_state(backend, cfg: ChainConfig, entropy: int, chain: int, J0=None):
+    """Pick the starting basis, set up the blocks, draw the first sigma^2."""
+    K = cfg.n_components
+    g = stream(entropy, chain, -1, 0, INIT)
+    if J0 is None:
+        J0 = np.sort(g.choice(backend.n_cols, size=K, replace=False))
+    J0 = np.asarray(J0, dtype=np.int64)
+    norm_a2, n_obs = backend.init_blocks(J0, cfg.priors, entropy, chain)
+    G = backend.gram(J0)
+    hw, wgw = backend.quadratics(G)
+    sse = sse_from_stats(norm_a2, hw, wgw)
+    sigma2 = draw_sigma2(g, sse, n_obs, cfg.priors.alpha_sigma, cfg.priors.beta_sigma)
+    return ClientState(iteration=0, J=J0, G=G, sse=sse, sigma2=sigma2), norm_a2, n_obs
+
+
+def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, norm_a2, n_obs):
+    """Run iteration ``st.iteration`` and advance ``st`` in place."""
+    t = st.iteration
+    g = stream(entropy, chain, t, 0, CLIENT)
+    K = cfg.n_components
+    pri = cfg.priors
+    retained = t >= cfg.burn_in and (t - cfg.burn_in) % cfg.thin == 0
+    if cfg.aggressive:
+        took = False
+        prob = np.nan
+        if st.J2 is not None:
+            lo = log_barker(st.sse2 - st.sse, st.sigma2, cfg.temperature)
+            took, prob = barker_accept(g, lo)
+            if took:
+                st.J, st.G, st.sse = st.J2, st.G2, st.sse2
+        p = int(g.integers(K))
+        u, pos = _next_candidate(entropy, chain, st, backend.n_cols, st.J)
+        _ensure_cached(backend, cfg, entropy, chain, st, u, st.J)
+        st.cand_pos = pos
+        gcol, squ = backend.column(u, proposal=took)
+        G2, _ = _proposal_gram(st.G, p, gcol, squ)
+        J2 = st.J.copy()
+        J2[p] = u
+        st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
+        record = _record(cfg, st, st.J) if retained else None
+        ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
+                          sigma2=st.sigma2, G=st.G, G2=G2, take2=took, p=p, u=u, record=record)
+        res = backend.map(block_aggressive, ctx)
+        hw1 = sum(r[0] for r in res)
+        wgw1 = sum(r[1] for r in res)
+        hw2 = sum(r[2] for r in res)
+        wgw2 = sum(r[3] for r in res)
+        st.sse = sse_from_stats(norm_a2, hw1, wgw1)
+        st.sse2 = sse_from_stats(norm_a2, hw2, wgw2)
+        st.J2, st.G2 = J2, G2
+        accepted = took
+    else:
+        p = int(g.integers(K))
+        u, pos = _next_candidate(entropy, chain, st, backend.n_cols, st.J)
+        _ensure_cached(backend, cfg, entropy, chain, st, u, st.J)
+        st.cand_pos = pos
+        gcol, squ = backend.column(u)
+        G2, gnew = _proposal_gram(st.G, p, gcol, squ)
+        ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
+                          sigma2=st.sigma2, G=st.G, p=p, u=u, g_new=gnew)
+        res = backend.map(block_plain_propose, ctx)
+        d_hw = sum(r[0] for r in res)
+        d_wgw = sum(r[1] for r in res)
+        delta = -2.0 * d_hw + d_wgw
+        accepted, prob = barker_accept(g, log_barker(delta, st.sigma2, cfg.temperature))
+        if accepted:
+            st.J = st.J.copy()
+            st.J[p] = u
+            st.G = G2
+            st.sse = max(st.sse + delta, 0.0)
+        st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
+        record = _record(cfg, st, st.J) if retained else None
+        ctx = ctx._replace(sigma2=st.sigma2, G=st.G, accept=accepted, record=record)
+        res = backend.map(block_plain_finish, ctx)
+        st.sse = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
+    if retained:
+        # the retained draw is the state after the sweep: fix its SSE now
+        key = tuple(int(j) for j in np.sort(st.J))
+        st.set_best[key] = min(st.set_best[key], st.sse)
+        st.draws_J.append(np.sort(st.J))
+        st.draws_sigma2.append(st.sigma2)
+        st.draws_sse.append(st.sse)
+    st.trace_mse.append(st.sse / backend.n_entries)
+    st.trace_sigma2.append(st.sigma2)
+    st.trace_accepted.append(bool(accepted))
+    st.trace_accept_prob.append(float(prob))
+    st.iteration = t + 1
+
+
+def run_chain(backend, cfg: ChainConfig, entropy: int, chain: int = 0, J0=None,
+              state: ClientState | None = None, callback=None) -> ChainOutput:
+    """Run (or continue) one chain to ``cfg.n_iter`` iterations."""
+    t0 = time.perf_counter()
+    if state is None:
+        state, norm_a2, n_obs = initial_state(backend, cfg, entropy, chain, J0)
+    else:
+        norm_a2, n_obs = backend.norm_a2, backend.n_obs
+    while state.iteration < cfg.n_iter:
+        step(backend, cfg, entropy, chain, state, norm_a2, n_obs)
+        if callback is not None:
+            callback(state)
+    state.elapsed += time.perf_counter() - t0
+    return ChainOutput(state=state, norm_a2=norm_a2, n_obs=n_obs)

@@ -1,0 +1,114 @@
+"""In-memory backend: the blocks of one chain as numpy arrays, swept in threads.
+
+The numba kernels release the GIL, so a thread pool of ``n_threads`` runs
+blocks in parallel without copying A.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ..kernels.block import block_add_rows, block_column, block_init, block_posterior
+
+__all__ = ["MemoryBackend", "column_blocks"]
+
+
+def column_blocks(n_cols: int, block_size: int | None, n_blocks_hint: int = 2):
+    """Split range(n_cols) into contiguous blocks of about ``block_size`` columns."""
+    if block_size is None:
+        block_size = max(1, -(-n_cols // max(1, n_blocks_hint)))
+    edges = list(range(0, n_cols, block_size)) + [n_cols]
+    return [(edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+
+
+class MemoryBackend:
+    """Blocks of W and H in this process; A is a float64 numpy array (M x N)."""
+
+    def __init__(self, A, *, block_size=None, n_threads=2, trace_cols=()):
+        self.A = A
+        self.n_rows, self.n_cols = A.shape
+        self.n_entries = self.n_rows * self.n_cols
+        self.blocks = column_blocks(self.n_cols, block_size, n_threads)
+        self.n_threads = max(1, int(n_threads))
+        self.trace_cols = tuple(int(c) for c in trace_cols)
+        self.states = None
+        self._pool = None
+
+    # -- plumbing ---------------------------------------------------------
+    def _run(self, fn, items):
+        if self.n_threads == 1 or len(items) == 1:
+            return [fn(x) for x in items]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.n_threads)
+        return list(self._pool.map(fn, items))
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def _owner(self, col):
+        for i, (a, b) in enumerate(self.blocks):
+            if a <= col < b:
+                return i
+        raise IndexError(col)
+
+    # -- the backend protocol ------------------------------------------------
+    def init_blocks(self, J, priors, entropy, chain):
+        A = self.A
+        C = A[:, J]
+
+        def make(i):
+            a, b = self.blocks[i]
+            Ab = A[:, a:b]
+            return block_init(i, a, b, C.T @ Ab, np.einsum("ij,ij->j", Ab, Ab), priors,
+                              entropy, chain, trace_cols=self.trace_cols)
+
+        self.states = self._run(make, list(range(len(self.blocks))))
+        self.norm_a2 = float(sum(s.sq.sum() for s in self.states))
+        self.n_obs = self.n_entries
+        return self.norm_a2, self.n_obs
+
+    def gram(self, J):
+        G = np.stack([self.column(int(j))[0] for j in J], axis=1)
+        return 0.5 * (G + G.T)
+
+    def quadratics(self, G):
+        hw = sum(float(np.vdot(s.H, s.W)) for s in self.states)
+        wgw = sum(float(np.vdot(s.W, G @ s.W)) for s in self.states)
+        return hw, wgw
+
+    def column(self, col, proposal=False):
+        return block_column(self.states[self._owner(col)], col, proposal)
+
+    def add_rows(self, cols, max_rows):
+        Ac = self.A[:, cols]
+
+        def upd(i):
+            a, b = self.blocks[i]
+            return block_add_rows(self.states[i], cols, Ac.T @ self.A[:, a:b], max_rows)
+
+        self.states = self._run(upd, list(range(len(self.blocks))))
+
+    def map(self, fn, ctx):
+        out = self._run(lambda s: fn(s, ctx), self.states)
+        self.states = [o[0] for o in out]
+        return [o[1] for o in out]
+
+    def posterior(self, key):
+        parts = [block_posterior(s, key) for s in self.states]
+        n = parts[0][0]
+        if n == 0:
+            return 0, None, None
+        return n, np.concatenate([p[1] for p in parts], axis=1), np.concatenate(
+            [p[2] for p in parts], axis=1)
+
+    def traces(self):
+        return [s.traces for s in self.states]
+
+    def sse(self, columns, W, mask=None):
+        R = self.A - self.A[:, columns] @ W
+        R2 = R * R
+        return float(R2.sum()), (float(R2[mask].sum()) if mask is not None else None)

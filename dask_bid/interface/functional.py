@@ -1,0 +1,192 @@
+"""``bayesian_id``: the functional form of :class:`dask_bid.BayesianID`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._errors import NonFiniteInputError
+from ..engine.chain import ChainConfig, run_chain
+from ..engine.inputs import as_matrix_source
+from ..engine.memory import MemoryBackend
+from ..kernels.rng import root_entropy
+from ._params import validate_params
+from .result import TRACE_DTYPE, BIDResult
+
+__all__ = ["bayesian_id", "DEFAULTS"]
+
+DEFAULTS = dict(
+    model="gbt", aggressive=True, n_iter=500, burn_in=100, thin=5, bounds=(-1.0, 1.0),
+    alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0, mu_mu=0.0, tau_mu=0.1, alpha_t=1.0,
+    beta_t=1.0, init="random", point_estimate="mode", temperature=1.0, n_chains=1,
+    n_candidates=8, block_size=None, n_threads=2, missing="zero", n_trace_columns=10,
+    random_state=None,
+)
+
+
+def _versions():
+    import importlib.metadata as md
+
+    out = {}
+    for pkg in ("dask_bid", "numpy", "scipy", "numba", "dask", "distributed", "zarr"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def _initial_columns(A, p, entropy, chain):
+    init = p["init"]
+    K = p["n_components"]
+    if not isinstance(init, str):
+        return np.sort(np.asarray(init, dtype=np.int64))
+    if init == "random":
+        return None
+    from ..baselines import RandomizedID
+
+    method = "cpqr" if init == "cpqr" else "randomized"
+    seed = np.random.SeedSequence(entropy, spawn_key=(chain, 0, 0, 99))
+    rid = RandomizedID(K, method=method, random_state=np.random.default_rng(seed)).fit(A)
+    return np.asarray(rid.columns_, dtype=np.int64)
+
+
+def _point_estimate(p, counts, best):
+    if p["point_estimate"] == "best":
+        return min(best, key=lambda k: (best[k], -counts[k]))
+    return max(counts, key=lambda k: (counts[k], -best[k]))
+
+
+def bayesian_id(A, n_components, **kwargs) -> BIDResult:
+    """Bayesian interpolative decomposition A ~ A[:, J] W with |W| <= 1 (Lu, 2022).
+
+    Runs the GBT or GBTN Gibbs sampler (aggressive or plain) and summarises the
+    retained draws. See :class:`dask_bid.BayesianID` for every parameter.
+
+    Parameters
+    ----------
+    A : array-like (M, N)
+        A numpy array here; dask arrays, Zarr arrays and store paths go through the
+        Dask engine.
+    n_components : int
+        K, the number of columns kept.
+    **kwargs
+        The parameters of :class:`dask_bid.BayesianID`.
+
+    Returns
+    -------
+    BIDResult
+
+    Notes
+    -----
+    The point estimate: ``point_estimate="mode"`` reports the basis J visited by the
+    most retained draws (ties broken by the lower SSE), ``"best"`` the basis of the
+    retained draw with the lowest SSE. W is the posterior mean of the retained draws
+    that had that basis, with W[:, J] set to the identity; it lies within ``bounds``
+    because every draw does.
+    """
+    unknown = set(kwargs) - set(DEFAULTS)
+    if unknown:
+        raise TypeError(f"bayesian_id() got unexpected keyword arguments {sorted(unknown)}")
+    p = {**DEFAULTS, **kwargs, "n_components": n_components}
+    src = as_matrix_source(A)
+    p = validate_params(p, n_cols=src.shape[1])
+    if src.kind != "numpy":
+        raise NotImplementedError("out-of-core input needs the Dask engine (dask_bid.engine)")
+    X = np.asarray(src.array, dtype=np.float64)
+    if not np.isfinite(X).all():
+        bad = int(np.size(X) - np.isfinite(X).sum())
+        raise NonFiniteInputError(
+            f"A contains {bad} NaN or infinite entries. Fill them, or pass missing='mask' "
+            "to treat NaN as missing.")
+    return _fit_memory(X, p)
+
+
+def _fit_memory(X, p) -> BIDResult:
+    M, N = X.shape
+    K = p["n_components"]
+    entropy = root_entropy(p["random_state"])
+    cfg = ChainConfig(n_components=K, priors=p["priors"], aggressive=bool(p["aggressive"]),
+                      n_iter=p["n_iter"], burn_in=p["burn_in"], thin=p["thin"],
+                      temperature=p["temperature"], n_candidates=p["n_candidates"],
+                      max_cached_rows=max(4 * p["n_candidates"], 16),
+                      point_estimate=p["point_estimate"])
+    n_trace = min(int(p["n_trace_columns"]), N)
+    trace_cols = np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64)) if n_trace else ()
+    outputs, backends = [], []
+    for c in range(p["n_chains"]):
+        be = MemoryBackend(X, block_size=p["block_size"], n_threads=p["n_threads"],
+                           trace_cols=trace_cols)
+        J0 = _initial_columns(X, p, entropy, c)
+        outputs.append(run_chain(be, cfg, entropy, chain=c, J0=J0))
+        be.close()
+        backends.append(be)
+    return _summarise(p, outputs, backends, entropy, (M, N), trace_cols,
+                      lambda cols, W: backends[0].sse(cols, W))
+
+
+def _summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=None):
+    M, N = shape
+    K = p["n_components"]
+    counts, best = {}, {}
+    for o in outputs:
+        for k, v in o.state.set_counts.items():
+            counts[k] = counts.get(k, 0) + v
+            best[k] = min(best.get(k, np.inf), o.state.set_best[k])
+    key = _point_estimate(p, counts, best)
+    cols = np.asarray(key, dtype=np.int64)
+    n_tot, s, s2 = 0, np.zeros((K, N)), np.zeros((K, N))
+    for be in backends:
+        n, mean, sd = be.posterior(key)
+        if n:
+            s += n * mean
+            s2 += (n - 1) * sd**2 + n * mean**2
+            n_tot += n
+    W = s / n_tot
+    var = np.maximum(s2 / n_tot - W * W, 0.0) * (n_tot / max(n_tot - 1, 1))
+    sd = np.sqrt(var)
+    a, b = p["priors"].a, p["priors"].b
+    np.clip(W, a, b, out=W)
+    W[:, cols] = np.eye(K)
+    sd[:, cols] = 0.0
+    sse_all, sse_obs = sse_fn(cols, W)
+    trace = np.empty((len(outputs), p["n_iter"]), dtype=TRACE_DTYPE)
+    for c, o in enumerate(outputs):
+        trace["mse"][c] = o.state.trace_mse
+        trace["sigma2"][c] = o.state.trace_sigma2
+        trace["accepted"][c] = o.state.trace_accepted
+        trace["accept_prob"][c] = o.state.trace_accept_prob
+    dJ = np.stack([np.asarray(o.state.draws_J, dtype=np.int64).reshape(-1, K) for o in outputs])
+    ds2 = np.stack([np.asarray(o.state.draws_sigma2) for o in outputs])
+    dsse = np.stack([np.asarray(o.state.draws_sse) for o in outputs])
+    incl = np.zeros(N)
+    np.add.at(incl, dJ.reshape(-1), 1.0)
+    incl /= dJ.shape[0] * dJ.shape[1]
+    draws_w = None
+    if len(trace_cols):
+        vals = np.full((len(outputs), dJ.shape[1], K, len(trace_cols)), np.nan)
+        for c, be in enumerate(backends):
+            per_block = be.traces()
+            col_pos = 0
+            for blk in per_block:
+                if not blk:
+                    continue
+                width = blk[0][1].shape[1]
+                for d, (k, w) in enumerate(blk):
+                    if k == key:
+                        vals[c, d, :, col_pos:col_pos + width] = w
+                col_pos += width
+        draws_w = {"columns": np.asarray(trace_cols, dtype=np.int64), "values": vals}
+    n_entries = M * N
+    params = {k: v for k, v in p.items() if k not in ("priors", "random_state")}
+    params["bounds"] = [a, b]
+    params["entropy"] = str(entropy)
+    params["versions"] = _versions()
+    return BIDResult(
+        columns=cols, components=W, components_sd=sd, sigma2=float(ds2.mean()),
+        inclusion_probability=incl, trace=trace, draws_columns=dJ, draws_sigma2=ds2,
+        draws_sse=dsse, n_draws_point=int(n_tot), mse=sse_all / n_entries,
+        mse_observed=None if sse_obs is None or mask is None else sse_obs / int(mask.sum()),
+        max_abs_w=float(np.abs(W).max()),
+        n_passes=sum(o.state.n_passes for o in outputs),
+        elapsed=sum(o.state.elapsed for o in outputs), n_samples=M, n_features=N,
+        params=params, draws_w=draws_w)

@@ -1,0 +1,222 @@
+"""Everything a column block does in one iteration, as pure functions.
+
+A ``BlockState`` holds one block's slice of the chain: W, H = C^T A[:, block],
+GBTN's Mu and Tau, the aggressive sampler's proposal, cached candidate rows of
+A^T A and the posterior accumulators. Each operation returns a new state and a
+small result (scalars or K-vectors): the engine may run it on any worker, retry
+it, or replay it from a checkpoint, and get the same answer, because the random
+stream is derived from (chain, iteration, block) alone.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .priors import Priors
+from .rng import PRIOR, SWEEP, SWEEP2, stream
+from .sweep import draw_hyper_block, draw_prior_block, sweep_block
+
+__all__ = [
+    "BlockState",
+    "StepContext",
+    "block_init",
+    "block_column",
+    "block_add_rows",
+    "block_aggressive",
+    "block_plain_propose",
+    "block_plain_finish",
+    "block_posterior",
+    "block_traces",
+]
+
+
+class BlockState(NamedTuple):
+    index: int
+    start: int
+    stop: int
+    W: np.ndarray  # (K, nb) current W, rows in slot order of J
+    H: np.ndarray  # (K, nb) C^T A[:, block] for the current J
+    Mu: np.ndarray | None
+    Tau: np.ndarray | None
+    sq: np.ndarray  # (nb,) ||a_n||^2, the diagonal of A^T A
+    W2: np.ndarray | None = None  # aggressive proposal, or the plain sampler's pending row
+    H2: np.ndarray | None = None
+    Mu2: np.ndarray | None = None
+    Tau2: np.ndarray | None = None
+    cand_cols: tuple = ()  # cached rows a_u^T A[:, block], in insertion order
+    cand_rows: np.ndarray | None = None
+    acc: dict | None = None  # sorted J -> (count, sum, sum of squares), rows in sorted J order
+    trace_local: np.ndarray | None = None  # local indices of columns whose W draws are kept
+    traces: tuple = ()  # retained draws of W[:, trace_local] (K, t) in sorted J order
+
+
+class StepContext(NamedTuple):
+    """What the client sends to every block for one iteration (all small)."""
+
+    entropy: int
+    chain: int
+    iteration: int
+    priors: Priors
+    sigma2: float
+    G: np.ndarray  # Gram of the current J (after the choice / swap)
+    G2: np.ndarray | None = None  # Gram of the proposal (aggressive)
+    take2: bool = False  # aggressive: the proposal becomes current first
+    accept: bool = False  # plain: the pending swap is accepted
+    p: int = -1  # slot being swapped
+    u: int = -1  # incoming column
+    g_new: np.ndarray | None = None  # plain: row p of the proposal's Gram
+    # when retained: (sorted J key, permutation slot -> sorted order, keys to forget)
+    record: tuple | None = None
+
+
+def _local(state, col):
+    return col - state.start
+
+
+def _row_of(state, col):
+    i = state.cand_cols.index(col)
+    return state.cand_rows[i]
+
+
+def block_init(index, start, stop, H, sq, priors, entropy, chain, W=None, trace_cols=()):
+    """Initial state: W drawn from the prior unless given."""
+    K = H.shape[0]
+    nb = stop - start
+    Mu = Tau = None
+    if W is None:
+        W, Mu, Tau = draw_prior_block(stream(entropy, chain, -1, index, PRIOR), (K, nb), priors)
+    elif priors.hierarchical:
+        _, Mu, Tau = draw_prior_block(stream(entropy, chain, -1, index, PRIOR), (K, nb), priors)
+    trace_local = np.array([c - start for c in trace_cols if start <= c < stop], dtype=np.int64)
+    return BlockState(index=index, start=start, stop=stop, W=np.array(W, dtype=np.float64),
+                      H=np.ascontiguousarray(H, dtype=np.float64), Mu=Mu, Tau=Tau,
+                      sq=np.asarray(sq, dtype=np.float64), acc={}, trace_local=trace_local,
+                      cand_rows=np.empty((0, nb)))
+
+
+def block_column(state: BlockState, col: int, proposal: bool = False):
+    """(H[:, col], ||a_col||^2) for a column this block holds."""
+    H = state.H2 if proposal else state.H
+    j = _local(state, col)
+    return H[:, j].copy(), float(state.sq[j])
+
+
+def block_add_rows(state: BlockState, cols, rows, max_rows: int):
+    """Cache rows a_u^T A[:, block] of swap candidates, oldest evicted first."""
+    cols = tuple(int(c) for c in cols)
+    keep = [i for i, c in enumerate(state.cand_cols) if c not in cols]
+    all_cols = tuple(state.cand_cols[i] for i in keep) + cols
+    all_rows = np.concatenate([state.cand_rows[keep], np.asarray(rows, dtype=np.float64)])
+    if len(all_cols) > max_rows:
+        all_cols = all_cols[-max_rows:]
+        all_rows = all_rows[-max_rows:]
+    return state._replace(cand_cols=all_cols, cand_rows=np.ascontiguousarray(all_rows))
+
+
+def _record(state: BlockState, W, record):
+    if record is None:
+        return state
+    key, perm, evict = record
+    Ws = W[np.asarray(perm)]
+    acc = dict(state.acc)
+    for k in evict:
+        acc.pop(k, None)
+    if key in acc:
+        n, s, s2 = acc[key]
+        acc[key] = (n + 1, s + Ws, s2 + Ws * Ws)
+    else:
+        acc[key] = (1, Ws.copy(), Ws * Ws)
+    traces = state.traces
+    if state.trace_local is not None and state.trace_local.size:
+        traces = traces + ((key, Ws[:, state.trace_local].copy()),)
+    return state._replace(acc=acc, traces=traces)
+
+
+def _sweep_with_hyper(gen, G, H, W, Mu, Tau, sigma2, priors):
+    hw, wgw = sweep_block(gen, G, H, W, sigma2, priors, Mu, Tau)
+    if priors.hierarchical:
+        draw_hyper_block(gen, W, Mu, Tau, priors)
+    return hw, wgw
+
+
+def _copy(x):
+    return None if x is None else x.copy()
+
+
+def block_aggressive(state: BlockState, ctx: StepContext):
+    """One aggressive iteration (Algorithm 2) on a block.
+
+    Optionally promote the proposal to current, form the new proposal (row p of
+    H from the cached row of the incoming column), sweep both W's.
+    Returns the new state and (hw1, wgw1, hw2, wgw2).
+    """
+    if ctx.take2:
+        W, H, Mu, Tau = state.W2, state.H2, state.Mu2, state.Tau2
+    else:
+        W, H, Mu, Tau = state.W, state.H, state.Mu, state.Tau
+    W = W.copy()
+    Mu, Tau = _copy(Mu), _copy(Tau)
+    H2 = H.copy()
+    H2[ctx.p] = _row_of(state, ctx.u)
+    W2, Mu2, Tau2 = W.copy(), _copy(Mu), _copy(Tau)
+    g1 = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SWEEP)
+    g2 = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SWEEP2)
+    hw1, wgw1 = _sweep_with_hyper(g1, ctx.G, H, W, Mu, Tau, ctx.sigma2, ctx.priors)
+    hw2, wgw2 = _sweep_with_hyper(g2, ctx.G2, H2, W2, Mu2, Tau2, ctx.sigma2, ctx.priors)
+    new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, W2=W2, H2=H2, Mu2=Mu2, Tau2=Tau2)
+    return _record(new, W, ctx.record), (hw1, wgw1, hw2, wgw2)
+
+
+def block_plain_propose(state: BlockState, ctx: StepContext):
+    """Plain sampler, swap half: draw the incoming row from its prior and return
+    this block's share of the SSE change (d<H,W>, d<W,GW>) if slot p took column u.
+    """
+    p, G, g = ctx.p, ctx.G, ctx.g_new
+    nb = state.stop - state.start
+    gen = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, PRIOR)
+    wn, mun, taun = draw_prior_block(gen, (1, nb), ctx.priors)
+    wn = wn[0]
+    W = state.W
+    wp = W[p]
+    hu = _row_of(state, ctx.u)
+    d_hw = float(hu @ wn - state.H[p] @ wp)
+    s_old = G[p] @ W - G[p, p] * wp
+    s_new = g @ W - g[p] * wp
+    d_wgw = float(2.0 * (wn @ s_new) + g[p] * (wn @ wn) - 2.0 * (wp @ s_old) - G[p, p] * (wp @ wp))
+    pending = state._replace(W2=wn, Mu2=None if mun is None else mun[0],
+                             Tau2=None if taun is None else taun[0])
+    return pending, (d_hw, d_wgw)
+
+
+def block_plain_finish(state: BlockState, ctx: StepContext):
+    """Plain sampler, second half: apply the swap if accepted, then sweep W.
+    Returns the new state and (hw, wgw)."""
+    W, H, Mu, Tau = state.W.copy(), state.H, _copy(state.Mu), _copy(state.Tau)
+    if ctx.accept:
+        H = H.copy()
+        H[ctx.p] = _row_of(state, ctx.u)
+        W[ctx.p] = state.W2
+        if Mu is not None:
+            Mu[ctx.p] = state.Mu2
+            Tau[ctx.p] = state.Tau2
+    gen = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SWEEP)
+    hw, wgw = _sweep_with_hyper(gen, ctx.G, H, W, Mu, Tau, ctx.sigma2, ctx.priors)
+    new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, W2=None, Mu2=None, Tau2=None)
+    return _record(new, W, ctx.record), (hw, wgw)
+
+
+def block_posterior(state: BlockState, key):
+    """(count, mean, sd) of the retained W draws of this block for basis ``key``."""
+    if key not in state.acc:
+        return 0, None, None
+    n, s, s2 = state.acc[key]
+    mean = s / n
+    var = np.maximum(s2 / n - mean * mean, 0.0) * (n / max(n - 1, 1))
+    return n, mean, np.sqrt(var)
+
+
+def block_traces(state: BlockState):
+    """The retained draws of the traced columns: list of (key, (K, t) array)."""
+    return list(state.traces)

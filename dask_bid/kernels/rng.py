@@ -1,0 +1,38 @@
+"""Counter-based random streams.
+
+Every random draw of a chain comes from a Generator keyed by
+``(chain, iteration, block, purpose)`` under one root SeedSequence. A worker
+rebuilds its generator from the key alone, so the chain is the same whatever
+the scheduler, the worker that runs a block, or a replay after a failure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["root_entropy", "stream", "CLIENT", "SWEEP", "PRIOR", "CANDIDATES", "INIT", "SWEEP2"]
+
+# purposes: the last element of the spawn key
+CLIENT, SWEEP, SWEEP2, PRIOR, CANDIDATES, INIT = 0, 1, 2, 3, 4, 5
+
+
+def root_entropy(random_state) -> int:
+    """A 128-bit integer entropy from ``random_state`` (None, int, SeedSequence, Generator)."""
+    if isinstance(random_state, np.random.SeedSequence):
+        return int(random_state.entropy)
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(0, 2**63 - 1)) << 64 | int(
+            random_state.integers(0, 2**63 - 1)
+        )
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2**31 - 1))
+    if random_state is None:
+        return int(np.random.SeedSequence().entropy)
+    return int(np.random.SeedSequence(int(random_state)).entropy)
+
+
+def stream(entropy: int, chain: int, iteration: int, block: int,
+           purpose: int) -> np.random.Generator:
+    """The Generator for one (chain, iteration, block, purpose) cell."""
+    ss = np.random.SeedSequence(entropy, spawn_key=(chain, iteration + 1, block + 1, purpose))
+    return np.random.Generator(np.random.PCG64(ss))
