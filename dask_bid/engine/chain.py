@@ -23,6 +23,7 @@ from ..kernels.block import (
 from ..kernels.priors import Priors
 from ..kernels.rng import CANDIDATES, CLIENT, INIT, stream
 from ..kernels.stats import barker_accept, draw_sigma2, log_barker, sse_from_stats
+from ..kernels.swap import proposal_gram
 
 __all__ = ["ChainConfig", "ClientState", "ChainOutput", "run_chain", "retained_iterations"]
 
@@ -118,15 +119,6 @@ def _ensure_cached(backend, cfg, entropy, chain, st: ClientState, u, J):
     st.n_passes += 1
 
 
-def _proposal_gram(G, p, g_col, sq_u):
-    g = g_col.copy()
-    g[p] = sq_u
-    G2 = G.copy()
-    G2[p, :] = g
-    G2[:, p] = g
-    return G2, g
-
-
 def _record(cfg, st: ClientState, J):
     key = tuple(int(j) for j in np.sort(J))
     perm = np.argsort(J, kind="stable")
@@ -177,7 +169,7 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
         _ensure_cached(backend, cfg, entropy, chain, st, u, st.J)
         st.cand_pos = pos
         gcol, squ = backend.column(u, proposal=took)
-        G2, _ = _proposal_gram(st.G, p, gcol, squ)
+        G2, _ = proposal_gram(st.G, p, gcol, squ)
         J2 = st.J.copy()
         J2[p] = u
         st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
@@ -199,7 +191,7 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
         _ensure_cached(backend, cfg, entropy, chain, st, u, st.J)
         st.cand_pos = pos
         gcol, squ = backend.column(u)
-        G2, gnew = _proposal_gram(st.G, p, gcol, squ)
+        G2, gnew = proposal_gram(st.G, p, gcol, squ)
         ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
                           sigma2=st.sigma2, G=st.G, p=p, u=u, g_new=gnew)
         res = backend.map(block_plain_propose, ctx)

@@ -16,6 +16,7 @@ import numpy as np
 
 from .priors import Priors
 from .rng import PRIOR, SWEEP, SWEEP2, stream
+from .swap import swap_delta, swapped_h
 from .sweep import draw_hyper_block, draw_prior_block, sweep_block
 
 __all__ = [
@@ -158,8 +159,7 @@ def block_aggressive(state: BlockState, ctx: StepContext):
         W, H, Mu, Tau = state.W, state.H, state.Mu, state.Tau
     W = W.copy()
     Mu, Tau = _copy(Mu), _copy(Tau)
-    H2 = H.copy()
-    H2[ctx.p] = _row_of(state, ctx.u)
+    H2 = swapped_h(H, ctx.p, _row_of(state, ctx.u))
     W2, Mu2, Tau2 = W.copy(), _copy(Mu), _copy(Tau)
     g1 = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SWEEP)
     g2 = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SWEEP2)
@@ -178,13 +178,7 @@ def block_plain_propose(state: BlockState, ctx: StepContext):
     gen = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, PRIOR)
     wn, mun, taun = draw_prior_block(gen, (1, nb), ctx.priors)
     wn = wn[0]
-    W = state.W
-    wp = W[p]
-    hu = _row_of(state, ctx.u)
-    d_hw = float(hu @ wn - state.H[p] @ wp)
-    s_old = G[p] @ W - G[p, p] * wp
-    s_new = g @ W - g[p] * wp
-    d_wgw = float(2.0 * (wn @ s_new) + g[p] * (wn @ wn) - 2.0 * (wp @ s_old) - G[p, p] * (wp @ wp))
+    d_hw, d_wgw = swap_delta(G, state.H, state.W, p, g, _row_of(state, ctx.u), wn)
     pending = state._replace(W2=wn, Mu2=None if mun is None else mun[0],
                              Tau2=None if taun is None else taun[0])
     return pending, (d_hw, d_wgw)
@@ -195,8 +189,7 @@ def block_plain_finish(state: BlockState, ctx: StepContext):
     Returns the new state and (hw, wgw)."""
     W, H, Mu, Tau = state.W.copy(), state.H, _copy(state.Mu), _copy(state.Tau)
     if ctx.accept:
-        H = H.copy()
-        H[ctx.p] = _row_of(state, ctx.u)
+        H = swapped_h(H, ctx.p, _row_of(state, ctx.u))
         W[ctx.p] = state.W2
         if Mu is not None:
             Mu[ctx.p] = state.Mu2

@@ -15,23 +15,42 @@ from numba import njit
 
 from .truncnorm import gtn_draw
 
-__all__ = ["sweep_block", "draw_hyper_block", "draw_prior_block", "block_quadratics"]
+__all__ = ["sweep_block", "conditional_params", "draw_hyper_block", "draw_prior_block",
+           "block_quadratics"]
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _conditional(h_kn, r_k, g_kk, w_kn, inv_s2, m, t):
+    # w_kn | rest ~ GTN(mt, 1/tt): tt = G_kk / s2 + tau, and the data term is
+    # c_k^T (a_n - sum_{j != k} c_j w_jn) = H_kn - (G w)_k + G_kk w_kn
+    tt = g_kk * inv_s2 + t
+    mt = ((h_kn - r_k + g_kk * w_kn) * inv_s2 + t * m) / tt
+    return mt, tt
+
+
+def conditional_params(G, h_n, w_n, k, sigma2, mu, tau):
+    """Parent mean and precision (mu~, tau~) of w_kn given the rest of column n.
+
+    The formula the sweep uses, exposed for tests: ``h_n`` = H[:, n], ``w_n`` = W[:, n].
+    """
+    r = np.asarray(G, dtype=np.float64) @ np.asarray(w_n, dtype=np.float64)
+    return _conditional(float(h_n[k]), float(r[k]), float(G[k, k]), float(w_n[k]),
+                        1.0 / sigma2, float(mu), float(tau))
 
 
 @njit(nogil=True, cache=True)
-def _sweep(gen, G, H, W, Mu, Tau, hier, mu0, tau0, inv_s2, a, b, r):
+def _sweep(gen, G, H, W, R, Mu, Tau, hier, mu0, tau0, inv_s2, a, b):
+    # R enters as G @ W (one BLAS call for the block) and is kept current with
+    # one contiguous axpy per drawn entry.
     K, nb = W.shape
     w = np.empty(K)
+    r = np.empty(K)
     hw = 0.0
     wgw = 0.0
     for n in range(nb):
         for k in range(K):
             w[k] = W[k, n]
-        for k in range(K):
-            acc = 0.0
-            for j in range(K):
-                acc += G[k, j] * w[j]
-            r[k] = acc
+            r[k] = R[k, n]
         for k in range(K):
             gkk = G[k, k]
             old = w[k]
@@ -41,13 +60,13 @@ def _sweep(gen, G, H, W, Mu, Tau, hier, mu0, tau0, inv_s2, a, b, r):
             else:
                 m = mu0
                 t = tau0
-            tt = gkk * inv_s2 + t
-            mt = ((H[k, n] - r[k] + gkk * old) * inv_s2 + t * m) / tt
+            mt, tt = _conditional(H[k, n], r[k], gkk, old, inv_s2, m, t)
             new = gtn_draw(gen, mt, tt, a, b)
             d = new - old
             if d != 0.0:
+                gk = G[k]
                 for j in range(K):
-                    r[j] += G[k, j] * d
+                    r[j] += gk[j] * d
             w[k] = new
         for k in range(K):
             W[k, n] = w[k]
@@ -78,10 +97,11 @@ def sweep_block(gen, G, H, W, sigma2, priors, Mu=None, Tau=None):
     """
     hier = Mu is not None
     dummy = np.zeros((1, 1))
-    r = np.empty(G.shape[0])
-    return _sweep(gen, G, H, W, Mu if hier else dummy, Tau if hier else dummy, hier,
+    G = np.ascontiguousarray(G, dtype=np.float64)
+    R = G @ W
+    return _sweep(gen, G, H, W, R, Mu if hier else dummy, Tau if hier else dummy, hier,
                   float(priors.mu), float(priors.tau), 1.0 / float(sigma2),
-                  float(priors.a), float(priors.b), r)
+                  float(priors.a), float(priors.b))
 
 
 @njit(nogil=True, cache=True)
