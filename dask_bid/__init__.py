@@ -2,7 +2,8 @@
 
 from ._errors import *  # noqa: F403
 from ._errors import __all__ as _errors_all
+from .interface import BayesianID, BIDResult, bayesian_id
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", *_errors_all]
+__all__ = ["__version__", "BayesianID", "BIDResult", "bayesian_id", *_errors_all]

@@ -40,6 +40,7 @@ class ChainConfig(NamedTuple):
     max_cached_rows: int = 32
     max_tracked_sets: int = 16
     point_estimate: str = "mode"
+    proposal_init: str = "copy"
 
 
 def retained_iterations(n_iter: int, burn_in: int, thin: int) -> np.ndarray:
@@ -174,8 +175,10 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
         J2[p] = u
         st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
         record = _record(cfg, st, st.J) if retained else None
+        P2 = np.linalg.pinv(G2, hermitian=True) if cfg.proposal_init == "lstsq" else None
         ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
-                          sigma2=st.sigma2, G=st.G, G2=G2, take2=took, p=p, u=u, record=record)
+                          sigma2=st.sigma2, G=st.G, G2=G2, take2=took, p=p, u=u, record=record,
+                          P2=P2)
         res = backend.map(block_aggressive, ctx)
         hw1 = sum(r[0] for r in res)
         wgw1 = sum(r[1] for r in res)

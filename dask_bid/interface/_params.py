@@ -14,6 +14,7 @@ __all__ = ["validate_params", "POINT_ESTIMATES", "INITS", "MISSING"]
 POINT_ESTIMATES = ("mode", "best")
 INITS = ("random", "sketch", "cpqr")
 MISSING = ("zero", "mask")
+PROPOSAL_INITS = ("copy", "lstsq")
 
 
 def _positive(name, value):
@@ -88,6 +89,9 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
         if n_cols is not None and (J0.min() < 0 or J0.max() >= n_cols
                                    or np.unique(J0).size != K):
             raise ParameterError(f"init columns must be {K} distinct indices in [0, {n_cols}).")
+    if p["proposal_init"] not in PROPOSAL_INITS:
+        raise ParameterError(f"unknown proposal_init {p['proposal_init']!r}; choose one of "
+                             f"{PROPOSAL_INITS}.")
     if p["missing"] not in MISSING:
         raise ParameterError(f"unknown missing={p['missing']!r}; choose one of {MISSING}.")
     _int("n_chains", p["n_chains"], 1)

@@ -47,6 +47,10 @@ class BayesianID:
     temperature : float, default=1.0
         Swap acceptance uses log-odds / temperature (1 = the paper).
     n_chains : int, default=1
+    proposal_init : {"copy", "lstsq"}, default="copy"
+        Aggressive sampler: the proposal's W starts as a copy of the current W (the
+        paper) or as the least-squares fit for the proposed basis clipped to ``bounds``;
+        either way it then gets one Gibbs sweep given the proposed columns.
     n_candidates : int, default=8
         Swap candidates whose rows of A^T A are computed per streaming pass.
     block_size : int or None
@@ -99,7 +103,8 @@ class BayesianID:
     def __init__(self, n_components, *, model="gbt", aggressive=True, n_iter=500, burn_in=100,
                  thin=5, bounds=(-1.0, 1.0), alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0,
                  mu_mu=0.0, tau_mu=0.1, alpha_t=1.0, beta_t=1.0, init="random",
-                 point_estimate="mode", temperature=1.0, n_chains=1, n_candidates=8,
+                 point_estimate="mode", temperature=1.0, n_chains=1, proposal_init="copy",
+                 n_candidates=8,
                  block_size=None, n_threads=2, missing="zero", n_trace_columns=10,
                  random_state=None):
         self.n_components = n_components
@@ -121,6 +126,7 @@ class BayesianID:
         self.point_estimate = point_estimate
         self.temperature = temperature
         self.n_chains = n_chains
+        self.proposal_init = proposal_init
         self.n_candidates = n_candidates
         self.block_size = block_size
         self.n_threads = n_threads

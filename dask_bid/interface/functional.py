@@ -18,7 +18,7 @@ DEFAULTS = dict(
     model="gbt", aggressive=True, n_iter=500, burn_in=100, thin=5, bounds=(-1.0, 1.0),
     alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0, mu_mu=0.0, tau_mu=0.1, alpha_t=1.0,
     beta_t=1.0, init="random", point_estimate="mode", temperature=1.0, n_chains=1,
-    n_candidates=8, block_size=None, n_threads=2, missing="zero", n_trace_columns=10,
+    proposal_init="copy", n_candidates=8, block_size=None, n_threads=2, missing="zero", n_trace_columns=10,
     random_state=None,
 )
 
@@ -109,7 +109,7 @@ def _fit_memory(X, p) -> BIDResult:
                       n_iter=p["n_iter"], burn_in=p["burn_in"], thin=p["thin"],
                       temperature=p["temperature"], n_candidates=p["n_candidates"],
                       max_cached_rows=max(4 * p["n_candidates"], 16),
-                      point_estimate=p["point_estimate"])
+                      point_estimate=p["point_estimate"], proposal_init=p["proposal_init"])
     n_trace = min(int(p["n_trace_columns"]), N)
     trace_cols = np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64)) if n_trace else ()
     outputs, backends = [], []

@@ -70,6 +70,9 @@ class StepContext(NamedTuple):
     g_new: np.ndarray | None = None  # plain: row p of the proposal's Gram
     # when retained: (sorted J key, permutation slot -> sorted order, keys to forget)
     record: tuple | None = None
+    # aggressive: pseudo-inverse of G2; when given, the proposal's W starts from the
+    # clipped least-squares fit instead of a copy of the current W
+    P2: np.ndarray | None = None
 
 
 def _local(state, col):
@@ -160,7 +163,11 @@ def block_aggressive(state: BlockState, ctx: StepContext):
     W = W.copy()
     Mu, Tau = _copy(Mu), _copy(Tau)
     H2 = swapped_h(H, ctx.p, _row_of(state, ctx.u))
-    W2, Mu2, Tau2 = W.copy(), _copy(Mu), _copy(Tau)
+    if ctx.P2 is None:
+        W2 = W.copy()
+    else:
+        W2 = np.clip(ctx.P2 @ H2, ctx.priors.a, ctx.priors.b)
+    Mu2, Tau2 = _copy(Mu), _copy(Tau)
     g1 = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SWEEP)
     g2 = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SWEEP2)
     hw1, wgw1 = _sweep_with_hyper(g1, ctx.G, H, W, Mu, Tau, ctx.sigma2, ctx.priors)

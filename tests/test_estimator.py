@@ -1,0 +1,129 @@
+"""BayesianID / bayesian_id: scikit-learn conventions, fitted attributes, seeds."""
+
+import numpy as np
+import pytest
+
+from dask_bid import BayesianID, BIDResult, bayesian_id
+from dask_bid._errors import NotFittedError, ParameterError
+
+FAST = dict(n_iter=40, burn_in=10, thin=3)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    C = rng.standard_normal((60, 3))
+    W = rng.uniform(-1, 1, (3, 25))
+    return C @ W + 0.05 * rng.standard_normal((60, 25))
+
+
+@pytest.fixture(params=[("gbt", True), ("gbt", False), ("gbtn", True), ("gbtn", False)],
+                ids=lambda p: f"{p[0]}-{'aggr' if p[1] else 'plain'}")
+def fitted(request, data):
+    model, aggressive = request.param
+    est = BayesianID(3, model=model, aggressive=aggressive, random_state=1, **FAST)
+    return est.fit(data)
+
+
+def assert_same_trace(a, b):
+    for f in a.dtype.names:
+        np.testing.assert_array_equal(a[f], b[f])
+
+
+def test_params_stored_verbatim_and_not_validated_in_init():
+    est = BayesianID(0, model="nope", bounds="x")  # validated in fit, not here
+    assert est.n_components == 0 and est.model == "nope" and est.bounds == "x"
+    params = est.get_params()
+    assert params["model"] == "nope" and params["n_iter"] == 500 and params["thin"] == 5
+    est.set_params(model="gbtn")
+    assert est.model == "gbtn"
+    with pytest.raises(ParameterError):
+        BayesianID(0).fit(np.ones((5, 4)))
+
+
+def test_fitted_attributes(fitted, data):
+    M, N = data.shape
+    est = fitted
+    K = 3
+    assert est.columns_.shape == (K,) and est.columns_.dtype == np.int64
+    assert np.all(np.diff(est.columns_) > 0)
+    assert est.components_.shape == (K, N)
+    np.testing.assert_array_equal(est.components_[:, est.columns_], np.eye(K))
+    assert np.abs(est.components_).max() <= 1.0
+    assert est.max_abs_w_ == np.abs(est.components_).max()
+    assert est.sigma2_ > 0
+    assert est.inclusion_probability_.shape == (N,)
+    assert est.inclusion_probability_.sum() == pytest.approx(K)
+    assert est.trace_.shape == (1, FAST["n_iter"])
+    assert set(est.trace_.dtype.names) >= {"mse", "sigma2", "accepted"}
+    assert est.n_features_in_ == N
+    direct = np.mean((data - data[:, est.columns_] @ est.components_) ** 2)
+    assert est.mse_ == pytest.approx(direct, rel=1e-10)
+    n_keep = len(range(FAST["burn_in"], FAST["n_iter"], FAST["thin"]))
+    assert est.result_.draws_columns.shape == (1, n_keep, K)
+    assert est.result_.draws_sigma2.shape == (1, n_keep)
+    assert 1 <= est.result_.n_draws_point <= n_keep
+    assert est.components_sd_.shape == (K, N)
+    assert np.all(est.components_sd_[:, est.columns_] == 0)
+
+
+def test_transform_and_inverse_transform(fitted, data):
+    C = fitted.transform(data)
+    np.testing.assert_array_equal(C, data[:, fitted.columns_])
+    np.testing.assert_allclose(fitted.inverse_transform(C), C @ fitted.components_)
+    assert fitted.fit_transform(data).shape == C.shape
+
+
+def test_not_fitted():
+    with pytest.raises(NotFittedError):
+        BayesianID(2).transform(np.ones((3, 4)))
+
+
+def test_same_seed_same_chain_different_seed_differs(data):
+    a = BayesianID(3, random_state=7, **FAST).fit(data)
+    b = BayesianID(3, random_state=7, **FAST).fit(data)
+    c = BayesianID(3, random_state=8, **FAST).fit(data)
+    assert_same_trace(a.trace_, b.trace_)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    assert not np.array_equal(a.trace_["sigma2"], c.trace_["sigma2"])
+
+
+def test_seed_independent_of_thread_count_and_block_layout_choice(data):
+    # same block layout, one thread vs two: same chain
+    a = BayesianID(3, random_state=3, block_size=7, n_threads=1, **FAST).fit(data)
+    b = BayesianID(3, random_state=3, block_size=7, n_threads=2, **FAST).fit(data)
+    assert_same_trace(a.trace_, b.trace_)
+    np.testing.assert_array_equal(a.components_, b.components_)
+
+
+def test_functional_twin_matches_estimator(data):
+    res = bayesian_id(data, 3, random_state=5, **FAST)
+    est = BayesianID(3, random_state=5, **FAST).fit(data)
+    assert isinstance(res, BIDResult)
+    np.testing.assert_array_equal(res.columns, est.columns_)
+    np.testing.assert_array_equal(res.components, est.components_)
+    assert res.draws_w is not None and res.draws_w["values"].shape[2] == 3
+
+
+def test_several_chains(data):
+    res = bayesian_id(data, 3, random_state=5, n_chains=3, **FAST)
+    assert res.trace.shape == (3, FAST["n_iter"])
+    assert res.draws_columns.shape[0] == 3
+    # chains use different streams
+    assert not np.array_equal(res.trace["sigma2"][0], res.trace["sigma2"][1])
+
+
+def test_weak_bounds(data):
+    est = BayesianID(3, bounds=(-2, 2), random_state=0, **FAST).fit(data)
+    assert np.abs(est.components_).max() <= 2.0
+
+
+@pytest.mark.parametrize("point_estimate", ["mode", "best"])
+def test_point_estimates(data, point_estimate):
+    res = bayesian_id(data, 3, point_estimate=point_estimate, random_state=2, **FAST)
+    keys = [tuple(j) for j in res.draws_columns[0]]
+    assert tuple(res.columns) in keys
+    if point_estimate == "best":
+        sse = res.draws_sse[0]
+        best_key = keys[int(np.argmin(sse))]
+        assert tuple(res.columns) == best_key
