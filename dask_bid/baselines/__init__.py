@@ -1,1 +1,5 @@
-"""dask_bid.baselines."""
+"""Baseline interpolative decompositions: randomized (Liberty et al. 2007) and pivoted QR."""
+
+from ._rid import RandomizedID, pivoted_qr_id, randomized_id
+
+__all__ = ["RandomizedID", "randomized_id", "pivoted_qr_id"]

@@ -1,0 +1,537 @@
+"""Deterministic and randomized interpolative decompositions (the paper's baselines).
+
+Both estimators select K actual columns ``J`` of ``A`` and a coefficient matrix
+``W`` (K x N) with ``A ~ A[:, J] @ W`` and ``W[:, J] = I``:
+
+* ``method="cpqr"``: column-pivoted QR of A (Businger-Golub); J = first K pivots,
+  ``W = R11^{-1} [R11 R12]`` permuted back, which is the least-squares W for C.
+* ``method="randomized"``: Liberty, Woolfe, Martinsson, Rokhlin, Tygert (2007):
+  column-pivoted QR of a Gaussian sketch ``S = Omega A`` picks J; W by least squares.
+
+Out-of-core input (dask array, zarr array, path to a zarr array) is read in row
+blocks holding all columns; every pass is a streaming reduction whose partials
+have a size independent of the number of rows (see ``_streaming``).
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import time
+import warnings
+from functools import partial
+
+import numpy as np
+import scipy.linalg as sla
+
+from .._errors import InputShapeError, NonFiniteInputError, NotFittedError, ParameterError
+from ..engine.inputs import as_matrix_source, open_zarr_array
+from ._streaming import (
+    IN_MEMORY_BLOCK_ROWS,
+    check_finite_block,
+    omega_rows,
+    row_blocks,
+    stream_reduce,
+    sum_combine,
+    tsqr_combine,
+    tsqr_leaf,
+)
+
+__all__ = ["RandomizedID", "randomized_id", "pivoted_qr_id"]
+
+_METHODS = ("randomized", "cpqr")
+_PARAM_NAMES = ("n_components", "method", "oversampling", "n_power_iter", "random_state",
+                "chunks")
+
+
+# ----------------------------------------------------------------------------- validation
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _base_seed(random_state) -> int:
+    """A non-negative integer seed for the tile-wise Gaussian test matrix."""
+    if random_state is None:
+        return int(np.random.SeedSequence().entropy)
+    if _is_int(random_state):
+        return int(random_state)
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(0, 2**63 - 1))
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2**63 - 1, dtype=np.int64))
+    raise AssertionError("unreachable: random_state validated before")
+
+
+# ----------------------------------------------------------------------------- input access
+
+class _Matrix:
+    """A numpy matrix (in memory) or a dask matrix with one column chunk."""
+
+    def __init__(self, A, chunks):
+        src = as_matrix_source(A)
+        self.kind = src.kind
+        self.shape = src.shape
+        if src.kind == "numpy":
+            self.np = np.asarray(src.array, dtype=np.float64)
+            self.da = None
+        else:
+            x = src.to_dask()
+            x = x.rechunk({0: chunks if chunks is not None else x.chunks[0], 1: -1})
+            self.np = None
+            self.da = x
+
+    @property
+    def in_memory(self) -> bool:
+        return self.np is not None
+
+
+def _as_mask(mask, like: _Matrix):
+    """The mask as a boolean numpy array, or a dask array chunked like ``like.da``."""
+    if isinstance(mask, (str, os.PathLike)):
+        mask = open_zarr_array(mask)
+    shape = tuple(int(s) for s in mask.shape) if hasattr(mask, "shape") else np.shape(mask)
+    if shape != like.shape:
+        raise InputShapeError(
+            f"mask has shape {shape} but A has shape {like.shape}; pass a boolean mask of "
+            "the same shape (True = observed entry)."
+        )
+    is_dask = hasattr(mask, "dask") and hasattr(mask, "chunks") and hasattr(mask, "compute")
+    if like.in_memory:
+        values = mask.compute() if is_dask else mask[...] if hasattr(mask, "shape") else mask
+        return np.asarray(values, dtype=bool)
+    import dask.array as da
+
+    if not is_dask:
+        mask = da.from_array(mask, chunks=like.da.chunks, lock=False, name=False)
+    return mask.astype(bool).rechunk(like.da.chunks)
+
+
+# ----------------------------------------------------------------------------- block leaves
+
+def _sketch_leaf(block, r0, r1, *, seed, n_sketch, check):
+    """Omega[:, r0:r1] @ A[r0:r1, :] with Omega regenerated for these rows."""
+    if check:
+        check_finite_block(block, r0, r1)
+    return omega_rows(seed, r0, r1, n_sketch).T @ block
+
+
+def _power_leaf(block, r0, r1, *, basis):
+    """(A_r V)^T A_r: one block of S <- (A V)^T A, V an orthonormal basis of S's rows."""
+    return (block @ basis).T @ block
+
+
+def _c_tsqr_leaf(block, r0, r1, *, columns):
+    return tsqr_leaf(block[:, columns], block)
+
+
+def _a_tsqr_leaf(block, r0, r1):
+    check_finite_block(block, r0, r1)
+    return tsqr_leaf(block)
+
+
+def _sse_leaf(block, r0, r1, mask=None, *, columns, W):
+    """Sum of squared residuals (and entry count) of one row block."""
+    if mask is None:
+        check_finite_block(block, r0, r1)
+        resid = block - block[:, columns] @ W
+        return float(np.einsum("ij,ij->", resid, resid)), resid.size
+    # unobserved entries count as 0 where they feed C (the paper's fill), and
+    # whatever they hold (NaN included) never reaches the observed residuals
+    block = np.where(mask, block, 0.0)
+    check_finite_block(block, r0, r1, what="A at observed (mask=True) entries")
+    resid = np.where(mask, block - block[:, columns] @ W, 0.0)
+    return float(np.einsum("ij,ij->", resid, resid)), int(np.count_nonzero(mask))
+
+
+# ----------------------------------------------------------------------------- linear algebra
+
+def _solve_upper(R, B, n_rows_hint):
+    """Least-squares ``R^{-1} B`` for square upper-triangular R, min-norm if singular."""
+    d = np.abs(np.diag(R))
+    tol = max(n_rows_hint, R.shape[1]) * np.finfo(float).eps * (d.max() if d.size else 0.0)
+    if d.size and d.min() > tol:
+        return sla.solve_triangular(R, B, check_finite=False), True
+    return sla.lstsq(R, B, cond=tol / d.max() if d.max() > 0 else None)[0], False
+
+
+def _w_from_pivoted_r(R, perm, K, n_rows):
+    """W (K x N, rows in sorted-column order) from the R, P of a pivoted QR of A."""
+    N = R.shape[1]
+    W_piv, full_rank = _solve_upper(R[:K, :K], R[:K, :], n_rows)
+    W = np.empty((K, N))
+    W[:, perm] = W_piv
+    J_piv = perm[:K]
+    order = np.argsort(J_piv, kind="stable")
+    return np.asarray(J_piv[order], dtype=np.int64), W[order], full_rank
+
+
+def _finalize_w(W, J):
+    """Post-processing of the paper (Eq. 1): the selected columns reproduce exactly."""
+    W[:, J] = np.eye(len(J))
+    return W
+
+
+# ----------------------------------------------------------------------------- the estimator
+
+class RandomizedID:
+    """Interpolative decomposition ``A ~ A[:, J] @ W`` by randomized or pivoted QR.
+
+    Baseline for the Bayesian ID: it selects ``n_components`` actual columns of
+    ``A`` and computes the least-squares coefficients ``W`` for them, with
+    ``W[:, J] = I``. Unlike the Bayesian ID nothing bounds ``|W|``; ``max_abs_w_``
+    reports the largest coefficient.
+
+    Parameters
+    ----------
+    n_components : int
+        Number K of columns to select, ``1 <= K < N`` and ``K <= M``.
+    method : {"randomized", "cpqr"}, default "randomized"
+        ``"randomized"``: column-pivoted QR of a Gaussian sketch ``Omega A``
+        (Liberty et al. 2007). ``"cpqr"``: deterministic column-pivoted QR of ``A``.
+    oversampling : int, default 10
+        Sketch rows beyond K: ``l = min(K + oversampling, M)``. Randomized only.
+    n_power_iter : int, default 0
+        Power (subspace) iterations ``S <- S A^T A``, with re-orthonormalisation;
+        each costs one more pass over A. Randomized only.
+    random_state : None, int, numpy.random.Generator or numpy.random.RandomState
+        Seed of the Gaussian test matrix. An int gives results that do not depend
+        on the input kind or chunking, up to rounding (Omega is generated tile by
+        tile from it).
+        Randomized only.
+    chunks : int or None, default None
+        Rows per block when reading dask / zarr input (each block holds all
+        columns). None keeps the input's row chunking. Ignored for numpy input.
+
+    Attributes
+    ----------
+    columns_ : ndarray of int64, shape (K,)
+        Selected column indices J, sorted increasingly.
+    components_ : ndarray, shape (K, N)
+        Coefficients W; row k belongs to column ``columns_[k]``; ``W[:, J] = I``.
+    mse_ : float
+        ``||A - A[:, J] W||_F^2 / (M N)``, computed directly from A.
+    max_abs_w_ : float
+        ``max |W|`` (the paper's Table 2 number; may exceed 1).
+    n_features_in_ : int
+        N, the number of columns of A.
+    n_samples_ : int
+        M, the number of rows of A.
+    fit_time_ : float
+        Wall-clock seconds of ``fit`` (including the pass that computes ``mse_``).
+    n_passes_ : int
+        Number of passes over A that ``fit`` made (out-of-core input; 0 for numpy).
+
+    Notes
+    -----
+    Passes over out-of-core A: ``cpqr`` 2 (TSQR R of A, then the residual);
+    ``randomized`` 3 + ``n_power_iter`` (sketch, power iterations, TSQR of C with
+    ``Q^T A`` carried along, residual). See ``docs/baselines.md``.
+    """
+
+    def __init__(self, n_components, *, method="randomized", oversampling=10, n_power_iter=0,
+                 random_state=None, chunks=None):
+        self.n_components = n_components
+        self.method = method
+        self.oversampling = oversampling
+        self.n_power_iter = n_power_iter
+        self.random_state = random_state
+        self.chunks = chunks
+
+    # -- scikit-learn plumbing ------------------------------------------------------------
+    def get_params(self, deep=True):
+        """Constructor parameters, as given."""
+        return {name: getattr(self, name) for name in _PARAM_NAMES}
+
+    def set_params(self, **params):
+        """Set constructor parameters (validated at the next ``fit``)."""
+        for name, value in params.items():
+            if name not in _PARAM_NAMES:
+                raise ParameterError(
+                    f"unknown parameter {name!r} for RandomizedID; valid: {', '.join(_PARAM_NAMES)}"
+                )
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self):
+        args = [repr(self.n_components)] + [
+            f"{k}={getattr(self, k)!r}" for k in _PARAM_NAMES[1:]
+        ]
+        return f"RandomizedID({', '.join(args)})"
+
+    # -- validation -----------------------------------------------------------------------
+    def _validate(self, shape):
+        M, N = shape
+        K = self.n_components
+        if not _is_int(K):
+            raise ParameterError(
+                f"n_components must be an integer, got {K!r} ({type(K).__name__}); "
+                "pass the number of columns to select, e.g. n_components=10."
+            )
+        K = int(K)
+        if not 1 <= K < N:
+            raise ParameterError(
+                f"n_components={K} is out of range for A with N={N} columns: an ID selects "
+                f"1 <= K < N columns; choose n_components between 1 and {N - 1}."
+            )
+        if K > M:
+            raise ParameterError(
+                f"n_components={K} exceeds the number of rows M={M}: more than M columns are "
+                f"always linearly dependent; choose n_components <= {M}."
+            )
+        if self.method not in _METHODS:
+            raise ParameterError(
+                f"method={self.method!r} is unknown; use one of {', '.join(map(repr, _METHODS))}."
+            )
+        for name in ("oversampling", "n_power_iter"):
+            v = getattr(self, name)
+            if not _is_int(v) or v < 0:
+                raise ParameterError(f"{name} must be an integer >= 0, got {v!r}.")
+        rs = self.random_state
+        ok_rs = rs is None or isinstance(rs, (np.random.Generator, np.random.RandomState)) or (
+            _is_int(rs) and rs >= 0
+        )
+        if not ok_rs:
+            raise ParameterError(
+                f"random_state must be None, a non-negative int, a numpy Generator or "
+                f"RandomState, got {rs!r}."
+            )
+        c = self.chunks
+        if c is not None and (not _is_int(c) or c < 1):
+            raise ParameterError(
+                f"chunks must be None or a positive int (rows per block), got {c!r}."
+            )
+        return K
+
+    def _check_fitted(self):
+        if not hasattr(self, "components_"):
+            raise NotFittedError(
+                "this RandomizedID is not fitted yet; call fit(A) before using it."
+            )
+
+    def _check_n_features(self, shape, what="A"):
+        if shape[1] != self.n_features_in_:
+            raise InputShapeError(
+                f"{what} has {shape[1]} columns but the decomposition was fitted on "
+                f"{self.n_features_in_}; pass a matrix with the same columns."
+            )
+
+    # -- fitting ---------------------------------------------------------------------------
+    def fit(self, A, y=None):
+        """Select the columns and compute W.
+
+        Parameters
+        ----------
+        A : ndarray, dask array, zarr array, or str / path to a zarr array
+            The M x N matrix. Must be finite everywhere.
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        t_start = time.perf_counter()
+        src = as_matrix_source(A)
+        K = self._validate(src.shape)
+        X = _Matrix(src.array, self.chunks)
+        M, N = X.shape
+        if X.in_memory and not np.isfinite(X.np).all():
+            bad = np.argwhere(~np.isfinite(X.np))[0]
+            raise NonFiniteInputError(
+                f"A contains NaN or infinity (first at row {bad[0]}, column {bad[1]}). The "
+                "baseline IDs need a complete matrix: fill missing entries first (the paper "
+                "fills them with 0 after standardising), e.g. `np.nan_to_num(A, nan=0.0)`."
+            )
+        passes = 0
+        if self.method == "cpqr":
+            J, W, full_rank, passes = self._fit_cpqr(X, K)
+        else:
+            J, W, full_rank, passes = self._fit_randomized(X, K)
+        if not full_rank:
+            warnings.warn(
+                f"the selected columns of A are numerically rank deficient (rank < "
+                f"n_components={K}); W is the minimum-norm least-squares solution and the "
+                "ID is not unique. Choose a smaller n_components.",
+                UserWarning,
+                stacklevel=2,
+            )
+        W = _finalize_w(W, J)
+        self.columns_ = J
+        self.components_ = W
+        self.n_features_in_ = N
+        self.n_samples_ = M
+        sse, count = self._sse(X, None)
+        self.mse_ = sse / count
+        self.max_abs_w_ = float(np.abs(W).max())
+        self.n_passes_ = 0 if X.in_memory else passes + 1
+        self.fit_time_ = time.perf_counter() - t_start
+        return self
+
+    def _fit_cpqr(self, X, K):
+        M, N = X.shape
+        if X.in_memory:
+            # mode="raw" returns the economic R without forming Q or a full M x N R copy
+            _, R, perm = sla.qr(X.np, pivoting=True, mode="raw", check_finite=False)
+            passes = 0
+        else:
+            # CPQR is invariant under left orthogonal transforms: CPQR(R) of a TSQR
+            # A = Q R gives the pivots and R-factor of CPQR(A)
+            R_a, _ = stream_reduce(X.da, _a_tsqr_leaf, tsqr_combine)
+            R, perm = sla.qr(R_a, pivoting=True, mode="r", check_finite=False)
+            passes = 1
+        J, W, full_rank = _w_from_pivoted_r(R, perm, K, M)
+        return J, W, full_rank, passes
+
+    def _fit_randomized(self, X, K):
+        M, N = X.shape
+        n_sketch = min(K + int(self.oversampling), M)
+        seed = _base_seed(self.random_state)
+        passes = 0
+        if X.in_memory:
+            S = np.zeros((n_sketch, N))
+            for r0, r1 in row_blocks(M, IN_MEMORY_BLOCK_ROWS):
+                S += _sketch_leaf(X.np[r0:r1], r0, r1, seed=seed, n_sketch=n_sketch, check=False)
+        else:
+            leaf = partial(_sketch_leaf, seed=seed, n_sketch=n_sketch, check=True)
+            S = stream_reduce(X.da, leaf, sum_combine)
+            passes += 1
+        for _ in range(int(self.n_power_iter)):
+            # re-orthonormalise so the power iterations do not collapse onto the
+            # leading singular vector in floating point
+            basis = sla.qr(S.T, mode="economic", check_finite=False)[0]
+            if X.in_memory:
+                S = (X.np @ basis).T @ X.np
+            else:
+                S = stream_reduce(X.da, partial(_power_leaf, basis=basis), sum_combine)
+                passes += 1
+        _, _, perm = sla.qr(S, pivoting=True, mode="raw", check_finite=False)
+        J = np.sort(perm[:K]).astype(np.int64)
+        # least squares W = argmin ||A - C W||_F through C = Q R: W = R^{-1} Q^T A
+        if X.in_memory:
+            q, R = sla.qr(X.np[:, J], mode="economic", check_finite=False)
+            B = q.T @ X.np
+        else:
+            R, B = stream_reduce(X.da, partial(_c_tsqr_leaf, columns=J), tsqr_combine)
+            passes += 1
+        W, full_rank = _solve_upper(R, B, M)
+        return J, W, full_rank, passes
+
+    def _sse(self, X, mask):
+        J, W = self.columns_, self.components_
+        if X.in_memory:
+            sse, count = 0.0, 0
+            for r0, r1 in row_blocks(X.shape[0], IN_MEMORY_BLOCK_ROWS):
+                m = None if mask is None else mask[r0:r1]
+                s, c = _sse_leaf(X.np[r0:r1], r0, r1, m, columns=J, W=W)
+                sse += s
+                count += c
+            return sse, count
+        leaf = partial(_sse_leaf, columns=J, W=W)
+        if mask is None:
+            return stream_reduce(X.da, leaf, sum_combine)
+        return stream_reduce(X.da, leaf, sum_combine, mask)
+
+    # -- using the fit ---------------------------------------------------------------------
+    def transform(self, A):
+        """The selected columns ``C = A[:, columns_]``.
+
+        Numpy input gives a numpy array; dask / zarr / path input a lazy dask array.
+        """
+        self._check_fitted()
+        src = as_matrix_source(A)
+        self._check_n_features(src.shape)
+        if src.kind == "numpy":
+            return np.asarray(src.array)[:, self.columns_]
+        X = _Matrix(src.array, self.chunks)
+        return X.da[:, self.columns_]
+
+    def fit_transform(self, A, y=None):
+        """``fit(A)`` then ``transform(A)``."""
+        return self.fit(A).transform(A)
+
+    def inverse_transform(self, C):
+        """The reconstruction ``C @ components_`` (M x N).
+
+        ``C`` (M x K) may be numpy (numpy result) or dask / zarr / path (lazy dask
+        result, computed block by block when the caller asks).
+        """
+        self._check_fitted()
+        K = self.components_.shape[0]
+        if isinstance(C, (str, os.PathLike)):
+            C = open_zarr_array(C)
+        is_dask = hasattr(C, "dask") and hasattr(C, "chunks") and hasattr(C, "compute")
+        if not is_dask and type(C).__module__.startswith("zarr"):
+            import dask.array as da
+
+            C = da.from_array(C, chunks=C.chunks, lock=False, name=False)
+            is_dask = True
+        if not is_dask:
+            C = np.asarray(C, dtype=np.float64)
+        if C.ndim != 2 or C.shape[1] != K:
+            raise InputShapeError(
+                f"C must be a 2-D matrix with n_components={K} columns, got shape "
+                f"{tuple(C.shape)}; pass the output of transform(A)."
+            )
+        if is_dask:
+            C = C.rechunk({1: -1}).astype(np.float64)
+        return C @ self.components_
+
+    def score_mse(self, A, mask=None):
+        """Mean squared error of the fitted ID on ``A``.
+
+        Parameters
+        ----------
+        A : ndarray, dask array, zarr array or path
+            M x N matrix with the fitted number of columns.
+        mask : array-like of bool, optional
+            Same shape as A; True marks observed entries. The MSE is then the mean
+            over observed entries only. Unobserved entries of A may hold anything
+            (NaN included): they are read as 0 (the paper's fill) where they enter
+            ``C = A[:, columns_]``. Without a mask: the mean over all entries.
+
+        Returns
+        -------
+        float
+        """
+        self._check_fitted()
+        src = as_matrix_source(A)
+        self._check_n_features(src.shape)
+        X = _Matrix(src.array, self.chunks)
+        m = None if mask is None else _as_mask(mask, X)
+        sse, count = self._sse(X, m)
+        if count == 0:
+            raise ParameterError(
+                "mask selects no entries, so the MSE is undefined; pass a mask with at "
+                "least one True entry (True = observed)."
+            )
+        return sse / count
+
+
+def randomized_id(A, n_components, **kwargs):
+    """Fit an interpolative decomposition; functional form of :class:`RandomizedID`.
+
+    Parameters
+    ----------
+    A : ndarray, dask array, zarr array or path to a zarr array
+    n_components : int
+    **kwargs
+        Keyword parameters of :class:`RandomizedID` (``method``, ``oversampling``,
+        ``n_power_iter``, ``random_state``, ``chunks``).
+
+    Returns
+    -------
+    RandomizedID
+        The fitted estimator: ``columns_``, ``components_``, ``mse_``, ``max_abs_w_`` ...
+    """
+    return RandomizedID(n_components, **kwargs).fit(A)
+
+
+def pivoted_qr_id(A, n_components, *, chunks=None):
+    """Deterministic column-pivoted QR ID: ``randomized_id(A, K, method="cpqr")``.
+
+    Returns
+    -------
+    RandomizedID
+        The fitted estimator.
+    """
+    return RandomizedID(n_components, method="cpqr", chunks=chunks).fit(A)
