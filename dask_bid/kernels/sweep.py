@@ -19,7 +19,9 @@ __all__ = ["sweep_block", "conditional_params", "draw_hyper_block", "draw_prior_
            "block_quadratics"]
 
 
-@njit(nogil=True, cache=True, inline="always")
+# error_model="numpy": no ZeroDivisionError branches in the hot loop, which would
+# otherwise keep numba from pruning the Generator's refcounting around every draw
+@njit(nogil=True, cache=True, inline="always", error_model="numpy")
 def _conditional(h_kn, r_k, g_kk, w_kn, inv_s2, m, t):
     # w_kn | rest ~ GTN(mt, 1/tt): tt = G_kk / s2 + tau, and the data term is
     # c_k^T (a_n - sum_{j != k} c_j w_jn) = H_kn - (G w)_k + G_kk w_kn
@@ -38,29 +40,29 @@ def conditional_params(G, h_n, w_n, k, sigma2, mu, tau):
                         1.0 / sigma2, float(mu), float(tau))
 
 
-@njit(nogil=True, cache=True)
-def _sweep(gen, G, H, W, R, Mu, Tau, hier, mu0, tau0, inv_s2, a, b):
-    # R enters as G @ W (one BLAS call for the block) and is kept current with
-    # one contiguous axpy per drawn entry.
-    K, nb = W.shape
-    w = np.empty(K)
-    r = np.empty(K)
+@njit(nogil=True, cache=True, error_model="numpy")
+def _sweep(gen, G, Ht, Wt, Rt, Mut, Taut, hier, mu0, tau0, inv_s2, a, b):
+    # Column-major views (row n of Wt is column n of W): one column's K entries are
+    # contiguous, so a column costs a few cache lines rather than K of them.
+    # Rt enters as (G W)^T (one BLAS call for the block) and is kept current with one
+    # contiguous axpy per drawn entry.
+    nb, K = Wt.shape
     hw = 0.0
     wgw = 0.0
     for n in range(nb):
-        for k in range(K):
-            w[k] = W[k, n]
-            r[k] = R[k, n]
+        w = Wt[n]
+        r = Rt[n]
+        h = Ht[n]
         for k in range(K):
             gkk = G[k, k]
             old = w[k]
             if hier:
-                m = Mu[k, n]
-                t = Tau[k, n]
+                m = Mut[n, k]
+                t = Taut[n, k]
             else:
                 m = mu0
                 t = tau0
-            mt, tt = _conditional(H[k, n], r[k], gkk, old, inv_s2, m, t)
+            mt, tt = _conditional(h[k], r[k], gkk, old, inv_s2, m, t)
             new = gtn_draw(gen, mt, tt, a, b)
             d = new - old
             if d != 0.0:
@@ -69,8 +71,7 @@ def _sweep(gen, G, H, W, R, Mu, Tau, hier, mu0, tau0, inv_s2, a, b):
                     r[j] += gk[j] * d
             w[k] = new
         for k in range(K):
-            W[k, n] = w[k]
-            hw += H[k, n] * w[k]
+            hw += h[k] * w[k]
             wgw += w[k] * r[k]
     return hw, wgw
 
@@ -98,13 +99,18 @@ def sweep_block(gen, G, H, W, sigma2, priors, Mu=None, Tau=None):
     hier = Mu is not None
     dummy = np.zeros((1, 1))
     G = np.ascontiguousarray(G, dtype=np.float64)
-    R = G @ W
-    return _sweep(gen, G, H, W, R, Mu if hier else dummy, Tau if hier else dummy, hier,
-                  float(priors.mu), float(priors.tau), 1.0 / float(sigma2),
-                  float(priors.a), float(priors.b))
+    Wt = np.ascontiguousarray(W.T)
+    Rt = Wt @ G  # (G W)^T, G symmetric
+    out = _sweep(gen, G, np.ascontiguousarray(H.T), Wt, Rt,
+                 np.ascontiguousarray(Mu.T) if hier else dummy,
+                 np.ascontiguousarray(Tau.T) if hier else dummy, hier,
+                 float(priors.mu), float(priors.tau), 1.0 / float(sigma2),
+                 float(priors.a), float(priors.b))
+    W[...] = Wt.T
+    return out
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, error_model="numpy")
 def _hyper(gen, W, Mu, Tau, mu_mu, tau_mu, alpha_t, beta_t):
     K, nb = W.shape
     shape = alpha_t + 0.5
