@@ -17,6 +17,8 @@ import numpy as np
 from ..kernels.block import (
     StepContext,
     block_aggressive,
+    block_icm,
+    block_lstsq_start,
     block_plain_finish,
     block_plain_propose,
 )
@@ -25,7 +27,8 @@ from ..kernels.rng import CANDIDATES, CLIENT, INIT, stream
 from ..kernels.stats import barker_accept, draw_sigma2, log_barker, sse_from_stats
 from ..kernels.swap import proposal_gram
 
-__all__ = ["ChainConfig", "ClientState", "ChainOutput", "run_chain", "retained_iterations"]
+__all__ = ["ChainConfig", "ClientState", "ChainOutput", "run_chain", "refine", "map_estimate",
+           "retained_iterations"]
 
 
 class ChainConfig(NamedTuple):
@@ -224,6 +227,76 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
     st.trace_accepted.append(bool(accepted))
     st.trace_accept_prob.append(float(prob))
     st.iteration = t + 1
+
+
+def _fixed_basis_start(backend, cfg, entropy, key, chain):
+    J = np.asarray(key, dtype=np.int64)
+    norm_a2, n_obs = backend.init_blocks(J, cfg.priors, entropy, chain)
+    G = backend.gram(J)
+    P = np.linalg.pinv(G, hermitian=True)
+    base = StepContext(entropy=entropy, chain=chain, iteration=cfg.n_iter, priors=cfg.priors,
+                       sigma2=1.0, G=G, P2=P)
+    backend.map(block_lstsq_start, base)
+    return G, norm_a2, n_obs
+
+
+def map_estimate(backend, cfg: ChainConfig, entropy: int, key, sigma2: float, *,
+                 started: bool = False, max_sweeps: int = 200, rtol: float = 1e-10,
+                 chain: int = 0):
+    """MAP of W given the basis ``key`` and sigma^2, by iterated conditional modes.
+
+    The conditional posterior of W given J and sigma^2 is a Gaussian restricted to a
+    box, so it is log-concave and coordinate-wise modes converge to its unique mode.
+    Starts from the clipped least-squares fit unless ``started`` (blocks already hold
+    ``key``, e.g. after :func:`refine`). Returns (W, n_sweeps).
+    """
+    if started:
+        G = backend.gram(np.asarray(key, dtype=np.int64))
+        norm_a2 = backend.norm_a2
+    else:
+        G, norm_a2, _ = _fixed_basis_start(backend, cfg, entropy, key, chain)
+    ctx = StepContext(entropy=entropy, chain=chain, iteration=cfg.n_iter, priors=cfg.priors,
+                      sigma2=sigma2, G=G)
+    prev = np.inf
+    n = 0
+    while n < max_sweeps:
+        res = backend.map(block_icm, ctx)
+        n += 1
+        sse = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
+        if prev - sse <= rtol * max(sse, 1e-300):
+            break
+        prev = sse
+    map_key = ("map", *key)
+    backend.map(block_icm, ctx._replace(record=(map_key, np.arange(len(key)), ())))
+    _, W, _ = backend.posterior(map_key)
+    return W, n + 1
+
+
+def refine(backend, cfg: ChainConfig, entropy: int, key, n_sweeps: int, chain: int = 0):
+    """Posterior of W given the reported basis: ``n_sweeps`` Gibbs sweeps (with sigma^2
+    draws) with J fixed to ``key``, started from the clipped least-squares fit.
+
+    The blocks are re-initialised for ``key`` (one pass over A for H), so call this
+    after everything else has been read from them. Returns (count, mean, sd, sigma2s).
+    """
+    pri = cfg.priors
+    G, norm_a2, n_obs = _fixed_basis_start(backend, cfg, entropy, key, chain)
+    J = np.asarray(key, dtype=np.int64)
+    hw, wgw = backend.quadratics(G)
+    sse = sse_from_stats(norm_a2, hw, wgw)
+    perm = np.arange(len(J))
+    sigma2s = []
+    for i in range(n_sweeps):
+        t = cfg.n_iter + 1 + i
+        g = stream(entropy, chain, t, 0, CLIENT)
+        sigma2 = draw_sigma2(g, sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
+        ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
+                          sigma2=sigma2, G=G, record=(key, perm, ()))
+        res = backend.map(block_plain_finish, ctx)
+        sse = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
+        sigma2s.append(sigma2)
+    n, mean, sd = backend.posterior(key)
+    return n, mean, sd, np.asarray(sigma2s)
 
 
 def run_chain(backend, cfg: ChainConfig, entropy: int, chain: int = 0, J0=None,

@@ -28,6 +28,8 @@ __all__ = [
     "block_aggressive",
     "block_plain_propose",
     "block_plain_finish",
+    "block_lstsq_start",
+    "block_icm",
     "block_posterior",
     "block_traces",
 ]
@@ -205,6 +207,22 @@ def block_plain_finish(state: BlockState, ctx: StepContext):
     hw, wgw = _sweep_with_hyper(gen, ctx.G, H, W, Mu, Tau, ctx.sigma2, ctx.priors)
     new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, W2=None, Mu2=None, Tau2=None)
     return _record(new, W, ctx.record), (hw, wgw)
+
+
+def block_lstsq_start(state: BlockState, ctx: StepContext):
+    """Start W at the least-squares fit ``ctx.P2 @ H`` (P2 = pinv(G)) clipped to the
+    bounds; GBTN's Mu and Tau are kept. Returns the new state and None."""
+    W = np.clip(ctx.P2 @ state.H, ctx.priors.a, ctx.priors.b)
+    return state._replace(W=W, acc={}, traces=()), None
+
+
+def block_icm(state: BlockState, ctx: StepContext):
+    """One sweep of iterated conditional modes of W (towards the MAP given C, sigma^2).
+    Returns the new state and (hw, wgw)."""
+    W = state.W.copy()
+    out = sweep_block(None, ctx.G, state.H, W, ctx.sigma2, ctx.priors, state.Mu, state.Tau,
+                      mode=True)
+    return _record(state._replace(W=W), W, ctx.record), out
 
 
 def block_posterior(state: BlockState, key):

@@ -41,7 +41,7 @@ def conditional_params(G, h_n, w_n, k, sigma2, mu, tau):
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def _sweep(gen, G, Ht, Wt, Rt, Mut, Taut, hier, mu0, tau0, inv_s2, a, b):
+def _sweep(gen, G, Ht, Wt, Rt, Mut, Taut, hier, mu0, tau0, inv_s2, a, b, mode):
     # Column-major views (row n of Wt is column n of W): one column's K entries are
     # contiguous, so a column costs a few cache lines rather than K of them.
     # Rt enters as (G W)^T (one BLAS call for the block) and is kept current with one
@@ -63,7 +63,11 @@ def _sweep(gen, G, Ht, Wt, Rt, Mut, Taut, hier, mu0, tau0, inv_s2, a, b):
                 m = mu0
                 t = tau0
             mt, tt = _conditional(h[k], r[k], gkk, old, inv_s2, m, t)
-            new = gtn_draw(gen, mt, tt, a, b)
+            if mode:
+                # iterated conditional modes: the GTN's mode is its clipped parent mean
+                new = min(max(mt, a), b)
+            else:
+                new = gtn_draw(gen, mt, tt, a, b)
             d = new - old
             if d != 0.0:
                 gk = G[k]
@@ -76,7 +80,7 @@ def _sweep(gen, G, Ht, Wt, Rt, Mut, Taut, hier, mu0, tau0, inv_s2, a, b):
     return hw, wgw
 
 
-def sweep_block(gen, G, H, W, sigma2, priors, Mu=None, Tau=None):
+def sweep_block(gen, G, H, W, sigma2, priors, Mu=None, Tau=None, mode=False):
     """One Gibbs sweep of every entry of ``W`` (K x nb), in place.
 
     Parameters
@@ -89,6 +93,9 @@ def sweep_block(gen, G, H, W, sigma2, priors, Mu=None, Tau=None):
     priors : Priors
     Mu, Tau : (K, nb) float64 or None
         Per-entry GTN parameters (GBTN); None uses ``priors.mu``, ``priors.tau`` (GBT).
+    mode : bool
+        Set each entry to its conditional mode instead of drawing it (one sweep of
+        iterated conditional modes towards the MAP of W given C and sigma^2).
 
     Returns
     -------
@@ -98,6 +105,8 @@ def sweep_block(gen, G, H, W, sigma2, priors, Mu=None, Tau=None):
     """
     hier = Mu is not None
     dummy = np.zeros((1, 1))
+    if gen is None:  # mode=True draws nothing; the kernel still needs a Generator type
+        gen = np.random.default_rng(0)
     G = np.ascontiguousarray(G, dtype=np.float64)
     Wt = np.ascontiguousarray(W.T)
     Rt = Wt @ G  # (G W)^T, G symmetric
@@ -105,7 +114,7 @@ def sweep_block(gen, G, H, W, sigma2, priors, Mu=None, Tau=None):
                  np.ascontiguousarray(Mu.T) if hier else dummy,
                  np.ascontiguousarray(Tau.T) if hier else dummy, hier,
                  float(priors.mu), float(priors.tau), 1.0 / float(sigma2),
-                 float(priors.a), float(priors.b))
+                 float(priors.a), float(priors.b), bool(mode))
     W[...] = Wt.T
     return out
 
