@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._errors import NonFiniteInputError
-from ..engine.chain import ChainConfig, run_chain
+from ..engine.chain import ChainConfig, map_estimate, refine, run_chain
+from ..engine.fit import ENGINE_DEFAULTS
 from ..engine.inputs import as_matrix_source
 from ..engine.memory import MemoryBackend
 from ..kernels.rng import root_entropy
@@ -18,8 +19,8 @@ DEFAULTS = dict(
     model="gbt", aggressive=True, n_iter=500, burn_in=100, thin=5, bounds=(-1.0, 1.0),
     alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0, mu_mu=0.0, tau_mu=0.1, alpha_t=1.0,
     beta_t=1.0, init="random", point_estimate="mode", temperature=1.0, n_chains=1,
-    proposal_init="copy", n_candidates=8, block_size=None, n_threads=2, missing="zero", n_trace_columns=10,
-    random_state=None,
+    proposal_init="copy", n_candidates=8, block_size=None, n_threads=2, missing="zero",
+    n_trace_columns=10, refine_sweeps=0, w_estimate="mean", random_state=None,
 )
 
 
@@ -65,12 +66,15 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     Parameters
     ----------
     A : array-like (M, N)
-        A numpy array here; dask arrays, Zarr arrays and store paths go through the
-        Dask engine.
+        A numpy array (in memory), or a dask array, Zarr array or path / URL of a Zarr
+        array: those, and numpy input with ``client=`` or ``out=``, go through the Dask
+        engine (:func:`dask_bid.engine.fit_dask`).
     n_components : int
         K, the number of columns kept.
     **kwargs
-        The parameters of :class:`dask_bid.BayesianID`.
+        The parameters of :class:`dask_bid.BayesianID`, and the engine's ``client``,
+        ``out``, ``overwrite``, ``resume``, ``checkpoint_every``, ``chunks``,
+        ``storage_options`` and ``callback`` (see :func:`dask_bid.engine.fit_dask`).
 
     Returns
     -------
@@ -84,32 +88,42 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     that had that basis, with W[:, J] set to the identity; it lies within ``bounds``
     because every draw does.
     """
+    engine_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in ENGINE_DEFAULTS}
     unknown = set(kwargs) - set(DEFAULTS)
     if unknown:
         raise TypeError(f"bayesian_id() got unexpected keyword arguments {sorted(unknown)}")
     p = {**DEFAULTS, **kwargs, "n_components": n_components}
-    src = as_matrix_source(A)
+    src = as_matrix_source(A, storage_options=engine_kw.get("storage_options"))
     p = validate_params(p, n_cols=src.shape[1])
-    if src.kind != "numpy":
-        raise NotImplementedError("out-of-core input needs the Dask engine (dask_bid.engine)")
-    X = np.asarray(src.array, dtype=np.float64)
-    if not np.isfinite(X).all():
-        bad = int(np.size(X) - np.isfinite(X).sum())
+    # numpy input is checked at once, before an engine run creates any output;
+    # dask and Zarr input are checked in the engine's first streaming pass
+    if src.kind == "numpy" and not np.isfinite(src.array).all():
+        bad = int(np.size(src.array) - np.count_nonzero(np.isfinite(src.array)))
         raise NonFiniteInputError(
             f"A contains {bad} NaN or infinite entries. Fill them, or pass missing='mask' "
             "to treat NaN as missing.")
+    if (src.kind != "numpy" or engine_kw.get("client") is not None
+            or engine_kw.get("out") is not None or engine_kw.get("resume")):
+        from ..engine.fit import fit_dask
+
+        return fit_dask(src, p, **engine_kw)
+    X = np.asarray(src.array, dtype=np.float64)
     return _fit_memory(X, p)
+
+
+def _chain_config(p) -> ChainConfig:
+    return ChainConfig(n_components=p["n_components"], priors=p["priors"],
+                       aggressive=bool(p["aggressive"]), n_iter=p["n_iter"],
+                       burn_in=p["burn_in"], thin=p["thin"], temperature=p["temperature"],
+                       n_candidates=p["n_candidates"],
+                       max_cached_rows=max(4 * p["n_candidates"], 16),
+                       point_estimate=p["point_estimate"], proposal_init=p["proposal_init"])
 
 
 def _fit_memory(X, p) -> BIDResult:
     M, N = X.shape
-    K = p["n_components"]
     entropy = root_entropy(p["random_state"])
-    cfg = ChainConfig(n_components=K, priors=p["priors"], aggressive=bool(p["aggressive"]),
-                      n_iter=p["n_iter"], burn_in=p["burn_in"], thin=p["thin"],
-                      temperature=p["temperature"], n_candidates=p["n_candidates"],
-                      max_cached_rows=max(4 * p["n_candidates"], 16),
-                      point_estimate=p["point_estimate"], proposal_init=p["proposal_init"])
+    cfg = _chain_config(p)
     n_trace = min(int(p["n_trace_columns"]), N)
     trace_cols = np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64)) if n_trace else ()
     outputs, backends = [], []
@@ -118,13 +132,37 @@ def _fit_memory(X, p) -> BIDResult:
                            trace_cols=trace_cols)
         J0 = _initial_columns(X, p, entropy, c)
         outputs.append(run_chain(be, cfg, entropy, chain=c, J0=J0))
-        be.close()
         backends.append(be)
-    return _summarise(p, outputs, backends, entropy, (M, N), trace_cols,
-                      lambda cols, W: backends[0].sse(cols, W))
+    try:
+        return _summarise(p, outputs, backends, entropy, (M, N), trace_cols,
+                          lambda cols, W: backends[0].sse(cols, W))
+    finally:
+        for be in backends:
+            be.close()
+
+
+def _traced_draws(backends, key, n_keep, K, trace_cols):
+    vals = np.full((len(backends), n_keep, K, len(trace_cols)), np.nan)
+    for c, be in enumerate(backends):
+        col_pos = 0
+        for blk in be.traces():
+            if not blk:
+                continue
+            width = blk[0][1].shape[1]
+            for d, (k, w) in enumerate(blk):
+                if k == key:
+                    vals[c, d, :, col_pos:col_pos + width] = w
+            col_pos += width
+    return {"columns": np.asarray(trace_cols, dtype=np.int64), "values": vals}
 
 
 def _summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=None):
+    """Point estimate and summaries of finished chains (see ``bayesian_id``'s Notes).
+
+    With ``refine_sweeps > 0`` the first backend's blocks are re-initialised for the
+    reported basis and swept with it fixed; everything else is read from the blocks
+    before that.
+    """
     M, N = shape
     K = p["n_components"]
     counts, best = {}, {}
@@ -134,6 +172,9 @@ def _summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=No
             best[k] = min(best.get(k, np.inf), o.state.set_best[k])
     key = _point_estimate(p, counts, best)
     cols = np.asarray(key, dtype=np.int64)
+    dJ = np.stack([np.asarray(o.state.draws_J, dtype=np.int64).reshape(-1, K) for o in outputs])
+    draws_w = _traced_draws(backends, key, dJ.shape[1], K, trace_cols) if len(trace_cols) \
+        else None
     n_tot, s, s2 = 0, np.zeros((K, N)), np.zeros((K, N))
     for be in backends:
         n, mean, sd = be.posterior(key)
@@ -141,9 +182,19 @@ def _summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=No
             s += n * mean
             s2 += (n - 1) * sd**2 + n * mean**2
             n_tot += n
-    W = s / n_tot
-    var = np.maximum(s2 / n_tot - W * W, 0.0) * (n_tot / max(n_tot - 1, 1))
-    sd = np.sqrt(var)
+    n_refine = int(p.get("refine_sweeps", 0))
+    cfg = _chain_config(p)
+    sigma2_hat = float(np.mean([np.mean(o.state.draws_sigma2) for o in outputs]))
+    if n_refine:
+        _, W, sd, s2_ref = refine(backends[0], cfg, entropy, key, n_refine)
+        sigma2_hat = float(np.mean(s2_ref))
+    else:
+        W = s / n_tot
+        var = np.maximum(s2 / n_tot - W * W, 0.0) * (n_tot / max(n_tot - 1, 1))
+        sd = np.sqrt(var)
+    if p.get("w_estimate", "mean") == "map":
+        W, _ = map_estimate(backends[0], cfg, entropy, key, sigma2_hat,
+                            started=bool(n_refine))
     a, b = p["priors"].a, p["priors"].b
     np.clip(W, a, b, out=W)
     W[:, cols] = np.eye(K)
@@ -155,27 +206,11 @@ def _summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=No
         trace["sigma2"][c] = o.state.trace_sigma2
         trace["accepted"][c] = o.state.trace_accepted
         trace["accept_prob"][c] = o.state.trace_accept_prob
-    dJ = np.stack([np.asarray(o.state.draws_J, dtype=np.int64).reshape(-1, K) for o in outputs])
     ds2 = np.stack([np.asarray(o.state.draws_sigma2) for o in outputs])
     dsse = np.stack([np.asarray(o.state.draws_sse) for o in outputs])
     incl = np.zeros(N)
     np.add.at(incl, dJ.reshape(-1), 1.0)
     incl /= dJ.shape[0] * dJ.shape[1]
-    draws_w = None
-    if len(trace_cols):
-        vals = np.full((len(outputs), dJ.shape[1], K, len(trace_cols)), np.nan)
-        for c, be in enumerate(backends):
-            per_block = be.traces()
-            col_pos = 0
-            for blk in per_block:
-                if not blk:
-                    continue
-                width = blk[0][1].shape[1]
-                for d, (k, w) in enumerate(blk):
-                    if k == key:
-                        vals[c, d, :, col_pos:col_pos + width] = w
-                col_pos += width
-        draws_w = {"columns": np.asarray(trace_cols, dtype=np.int64), "values": vals}
     n_entries = M * N
     params = {k: v for k, v in p.items() if k not in ("priors", "random_state")}
     params["bounds"] = [a, b]

@@ -1,0 +1,608 @@
+"""The Dask backend: block states as futures on workers, A streamed in row-block tiles.
+
+Layout
+------
+Three partitions of A, fixed by its shape and chunks only (never by the cluster), so the
+chain is the same on any cluster:
+
+- **blocks**: contiguous column ranges; block ``b``'s slice of the chain (W, H, ...) is one
+  ``BlockState`` living on a worker. By default blocks are aligned to the input's column
+  chunks (a chunk is split into equal blocks, or several chunks make one block).
+- **groups**: contiguous column ranges aligned to column chunks, as wide as fits a tile.
+- **row tiles**: contiguous row ranges made of whole input row chunks.
+
+A *tile* ``A[rows r, group g]`` (about ``TILE_BYTES``) is what one streaming task reads.
+
+Passes over A
+-------------
+The only reads of A are streaming reductions ``A[:, U]^T A`` (the first pass with U = J,
+then one pass per batch of swap candidates) and the direct SSE at the end. Each tile task
+produces a partial product; partials are summed over row tiles in a fixed tree (fan-in 8,
+consecutive tiles), so the result is bitwise the same whatever the scheduler, the number of
+workers or the order tasks finish. Per block, the rows are then handed to the task that
+updates that block's state: only ``n_candidates x block`` arrays move between workers, and
+nothing of size N reaches the client.
+
+Block operations
+----------------
+``map(fn, ctx)`` submits ``fn(state_b, ctx)`` for every block and gathers only the small
+second element of each result (scalars). The new futures replace the old ones, which are
+released. ``rebase(checkpoint)`` replaces every state future by a task that loads it from a
+checkpoint: that cuts the task lineage the scheduler keeps for recomputation, so the task
+count is bounded by ``checkpoint_every`` iterations, and a worker lost in between is
+recovered by the scheduler replaying (bitwise) the few tasks since the checkpoint.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernels.block import (
+    BlockState,
+    block_add_rows,
+    block_column,
+    block_init,
+    block_posterior,
+    block_traces,
+)
+from .checkpoint import load_blob, save_blob
+from .memory import column_blocks
+
+__all__ = ["Layout", "plan_layout", "TileSource", "DaskBackend", "TILE_BYTES", "FAN_IN"]
+
+#: Target size of one tile (float64 bytes) read by one streaming task.
+TILE_BYTES = 64 * 2**20
+#: Partials merged per node of the reduction tree.
+FAN_IN = 8
+#: Default blocks: at most this many, ...
+MAX_DEFAULT_BLOCKS = 8
+#: ... each with at least this much sweep work (columns x K^2), ...
+MIN_BLOCK_WORK = 2**21
+#: ... and at least this many columns.
+MIN_BLOCK_COLS = 32
+
+
+# --------------------------------------------------------------------------- layout
+def _edges(sizes):
+    return np.concatenate([[0], np.cumsum(np.asarray(sizes, dtype=np.int64))]).tolist()
+
+
+def _ranges(edges):
+    return [(int(edges[i]), int(edges[i + 1])) for i in range(len(edges) - 1)]
+
+
+def _default_blocks(col_chunks, K):
+    N = int(sum(col_chunks))
+    width = max(-(-N // MAX_DEFAULT_BLOCKS), -(-MIN_BLOCK_WORK // max(1, K * K)), MIN_BLOCK_COLS)
+    edges = [0]
+    acc = 0
+    for c in col_chunks:
+        c = int(c)
+        if c >= width:
+            if acc:
+                edges.append(edges[-1] + acc)
+                acc = 0
+            parts = -(-c // width)
+            base = edges[-1]
+            for i in range(1, parts + 1):
+                edges.append(base + (c * i) // parts)
+        else:
+            if acc and acc + c > width:
+                edges.append(edges[-1] + acc)
+                acc = 0
+            acc += c
+    if acc:
+        edges.append(edges[-1] + acc)
+    return _ranges(edges)
+
+
+def _accumulate(sizes, limit):
+    """Group consecutive sizes while the sum stays <= limit (at least one each)."""
+    edges, acc = [0], 0
+    for s in sizes:
+        s = int(s)
+        if acc and acc + s > limit:
+            edges.append(edges[-1] + acc)
+            acc = 0
+        acc += s
+    if acc:
+        edges.append(edges[-1] + acc)
+    return _ranges(edges)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Blocks, column groups and row tiles (all as ``(start, stop)`` lists)."""
+
+    shape: tuple
+    blocks: tuple
+    groups: tuple
+    row_tiles: tuple
+
+    @property
+    def tile_chunks(self):
+        return (tuple(b - a for a, b in self.row_tiles), tuple(b - a for a, b in self.groups))
+
+    def pieces(self, b):
+        """Where block ``b``'s columns lie: ``[(group, lo, hi)]`` local to each group."""
+        a0, a1 = self.blocks[b]
+        out = []
+        for g, (c0, c1) in enumerate(self.groups):
+            lo, hi = max(a0, c0), min(a1, c1)
+            if lo < hi:
+                out.append((g, lo - c0, hi - c0))
+        return out
+
+    def segments(self, g):
+        """Column ranges (local to group ``g``) of its intersections with the blocks."""
+        c0, c1 = self.groups[g]
+        out = []
+        for a0, a1 in self.blocks:
+            lo, hi = max(a0, c0), min(a1, c1)
+            if lo < hi:
+                out.append((lo - c0, hi - c0))
+        return out
+
+    def locate(self, col):
+        """(group, local column) of a global column."""
+        for g, (c0, c1) in enumerate(self.groups):
+            if c0 <= col < c1:
+                return g, col - c0
+        raise IndexError(col)
+
+    def describe(self):
+        return {"blocks": [list(x) for x in self.blocks], "groups": [list(x) for x in self.groups],
+                "row_tiles": [list(x) for x in self.row_tiles]}
+
+
+def plan_layout(shape, in_chunks, n_components, *, block_size=None, chunks=None,
+                itemsize=8):
+    """The layout for a matrix of ``shape`` stored in ``in_chunks`` (dask-style tuples).
+
+    ``chunks=(rows, cols)`` forces the tile shape; ``block_size`` the block width (the
+    MemoryBackend's split, so both backends run the same chain layout).
+    """
+    M, N = (int(s) for s in shape)
+    row_chunks, col_chunks = (tuple(int(c) for c in x) for x in in_chunks)
+    if block_size is not None:
+        blocks = column_blocks(N, int(block_size))
+    else:
+        blocks = _default_blocks(col_chunks, int(n_components))
+    if chunks is not None:
+        r, c = (int(x) for x in chunks)
+        row_tiles = _ranges(list(range(0, M, r)) + [M])
+        groups = _ranges(list(range(0, N, c)) + [N])
+    else:
+        first_rows = row_chunks[0]
+        per_row = TILE_BYTES // (8 * max(1, first_rows))
+        groups = _accumulate(col_chunks, max(1, per_row))
+        widest = max(b - a for a, b in groups)
+        row_tiles = _accumulate(row_chunks, max(1, TILE_BYTES // (8 * widest)))
+    return Layout(shape=(M, N), blocks=tuple(blocks), groups=tuple(groups),
+                  row_tiles=tuple(row_tiles))
+
+
+# --------------------------------------------------------------------------- the source
+class TileSource:
+    """A dask array of A chunked in tiles, and one Delayed per tile.
+
+    For numpy input the tiles are persisted on the cluster once (the chunks live in the
+    graph, so a lost worker's tiles are recomputed); Zarr and dask input are read anew by
+    every pass (out of core).
+    """
+
+    def __init__(self, src, layout: Layout, executor):
+        import dask.array as da
+
+        self.layout = layout
+        chunks = layout.tile_chunks
+        name = f"bid-A-{uuid.uuid4().hex[:12]}"
+        if src.kind == "zarr":
+            x = da.from_array(src.reader(), chunks=chunks, lock=False, name=name, asarray=True)
+        elif src.kind == "dask":
+            x = src.array
+            if x.chunks != chunks:
+                x = x.rechunk(chunks)
+        else:
+            x = da.from_array(src.array, chunks=chunks, name=name)
+            x = executor.persist(x)
+        self.array = x
+        self.tiles = x.to_delayed()
+
+    def close(self):
+        self.tiles = None
+        self.array = None
+
+
+# --------------------------------------------------------------------------- tasks
+def _realign(x):
+    """``x`` with every numpy array at least itemsize-aligned (copied if not).
+
+    Arrays received from another worker can sit at any byte offset of a network frame,
+    and OpenBLAS sums in another order for data that is not 8-byte aligned: without
+    this, a product would depend on where its operands were computed.
+    """
+    if isinstance(x, np.ndarray):
+        return x if x.flags.aligned else np.array(x, order="K")
+    if isinstance(x, (tuple, list)):
+        items = [_realign(v) for v in x]
+        if all(a is b for a, b in zip(items, x, strict=True)):
+            return x
+        if isinstance(x, list):
+            return items
+        return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
+    if isinstance(x, dict):
+        items = {k: _realign(v) for k, v in x.items()}
+        return x if all(items[k] is x[k] for k in x) else items
+    return x
+
+
+def _f64(x):
+    return _realign(np.asarray(x, dtype=np.float64))
+
+
+def _state(held):
+    return _realign(held if isinstance(held, BlockState) else held[0])
+
+
+def _take_cols(spec, *tiles):
+    """Columns ``spec = [(tile index, local column)]`` of a row of tiles, (rows, len) C order."""
+    rows = tiles[0].shape[0]
+    out = np.empty((rows, len(spec)))
+    for j, (i, c) in enumerate(spec):
+        out[:, j] = tiles[i][:, c]
+    return out
+
+
+def _products(t, Au, segs):
+    # one product per block segment: with one tile the very same products as MemoryBackend
+    AuT = Au.T
+    return np.concatenate([AuT @ t[:, lo:hi] for lo, hi in segs], axis=1)
+
+
+def _rows_part(tile, Au, u_local, segs):
+    t = _f64(tile)
+    Au = t[:, u_local] if Au is None else _realign(Au)
+    return _products(t, Au, segs)
+
+
+def _init_part(tile, Au, u_local, segs):
+    t = _f64(tile)
+    Au = t[:, u_local] if Au is None else _realign(Au)
+    P = _products(t, Au, segs)
+    sq = np.concatenate([np.einsum("ij,ij->j", t[:, lo:hi], t[:, lo:hi]) for lo, hi in segs])
+    bad = int(t.size - np.count_nonzero(np.isfinite(t)))
+    return P, sq, bad
+
+
+def _sum_arrays(parts):
+    out = parts[0].copy()
+    for p in parts[1:]:
+        out += p
+    return out
+
+
+def _sum_init(parts):
+    P = parts[0][0].copy()
+    sq = parts[0][1].copy()
+    bad = parts[0][2]
+    for p in parts[1:]:
+        P += p[0]
+        sq += p[1]
+        bad += p[2]
+    return P, sq, bad
+
+
+def _sum_floats(parts):
+    out = 0.0
+    for p in parts:
+        out += p
+    return out
+
+
+def _count_bad(totals):
+    return int(sum(t[2] for t in totals))
+
+
+def _assemble_rows(*pieces):
+    return np.ascontiguousarray(np.concatenate([t[:, lo:hi] for t, lo, hi in pieces], axis=1))
+
+
+def _assemble_init(*pieces):
+    H = np.concatenate([t[0][:, lo:hi] for t, lo, hi in pieces], axis=1)
+    sq = np.concatenate([t[1][lo:hi] for t, lo, hi in pieces])
+    return H, sq
+
+
+def _sse_part(tile, C, c_local, W_g):
+    t = _f64(tile)
+    C = t[:, c_local] if C is None else _realign(C)
+    R = t - C @ _realign(W_g)
+    return float((R * R).sum())
+
+
+def _write_rows(tile_or_C, c_local, target, r0, r1):
+    C = _f64(tile_or_C)
+    if c_local is not None:
+        C = C[:, c_local]
+    target[r0:r1, :] = C
+    return r1 - r0
+
+
+def _init_block(assembled, index, a, b, priors, entropy, chain, trace_cols):
+    H, sq = assembled
+    return block_init(index, a, b, H, sq, priors, entropy, chain, trace_cols=trace_cols)
+
+
+def _init_stats(assembled):
+    return float(assembled[1].sum())
+
+
+def _apply(held, fn, ctx):
+    return fn(_state(held), _realign(ctx))
+
+
+def _second(held):
+    return held[1]
+
+
+def _column(held, col, proposal):
+    return block_column(_state(held), col, proposal)
+
+
+def _quadratics(held, G):
+    s = _state(held)
+    G = _realign(G)
+    return float(np.vdot(s.H, s.W)), float(np.vdot(s.W, G @ s.W))
+
+
+def _add_rows(held, cols, rows, max_rows):
+    return block_add_rows(_state(held), cols, rows, max_rows)
+
+
+def _posterior(held, key):
+    return block_posterior(_state(held), key)
+
+
+def _traces(held):
+    return block_traces(_state(held))
+
+
+def _save_block(held, spec, path):
+    return save_blob(spec, path, _state(held))
+
+
+def _load_block(spec, path):
+    return load_blob(spec, path)
+
+
+def _tree(parts, combine):
+    import dask
+
+    f = dask.delayed(combine, pure=True)
+    level = list(parts)
+    while len(level) > 1:
+        level = [f(level[i:i + FAN_IN]) if len(level[i:i + FAN_IN]) > 1 else level[i]
+                 for i in range(0, len(level), FAN_IN)]
+    return level[0]
+
+
+# --------------------------------------------------------------------------- backend
+class DaskBackend:
+    """One chain's blocks on a Dask cluster (see the module docstring).
+
+    Implements the backend protocol of :func:`dask_bid.engine.chain.run_chain`.
+    """
+
+    def __init__(self, source: TileSource, executor, *, trace_cols=(), chain=0):
+        lay = source.layout
+        self.source = source
+        self.layout = lay
+        self.ex = executor
+        self.n_rows, self.n_cols = lay.shape
+        self.n_entries = self.n_rows * self.n_cols
+        self.blocks = list(lay.blocks)
+        self.trace_cols = tuple(int(c) for c in trace_cols)
+        self.chain = chain
+        self.norm_a2 = None
+        self.n_obs = None
+        self._held = None
+        self._run = uuid.uuid4().hex[:10]
+        self._n = 0
+        self._hints = [None] * len(self.blocks)
+        self._owner_starts = np.array([a for a, _ in self.blocks])
+        self.n_stream_passes = 0
+
+    # -- plumbing -----------------------------------------------------------
+    def _key(self, what, b=""):
+        return f"bid-{what}-{self._run}-c{self.chain}-{self._n}-{b}"
+
+    def _refresh_hints(self):
+        ws = self.ex.workers()
+        self._hints = [ws[b % len(ws)] if ws else None for b in range(len(self.blocks))]
+
+    def _submit_blocks(self, what, fn, *args):
+        self._n += 1
+        return [self.ex.submit(fn, h, *args, key=self._key(what, b), hint=self._hints[b])
+                for b, h in enumerate(self._held)]
+
+    def _owner(self, col):
+        return int(np.searchsorted(self._owner_starts, col, side="right") - 1)
+
+    def close(self):
+        self._held = None
+
+    # -- streaming passes ---------------------------------------------------
+    def _gathers(self, cols):
+        """Per row tile: None (one group: each tile task takes its own columns) or a
+        Delayed holding A[rows, cols]."""
+        import dask
+
+        lay = self.layout
+        tiles = self.source.tiles
+        if len(lay.groups) == 1:
+            return [None] * len(lay.row_tiles)
+        loc = [lay.locate(int(c)) for c in cols]
+        need = sorted({g for g, _ in loc})
+        pos = {g: i for i, g in enumerate(need)}
+        spec = [(pos[g], c) for g, c in loc]
+        take = dask.delayed(_take_cols, pure=True)
+        return [take(spec, *[tiles[r, g] for g in need]) for r in range(len(lay.row_tiles))]
+
+    def _group_totals(self, part_fn, combine, cols):
+        import dask
+
+        lay = self.layout
+        tiles = self.source.tiles
+        gathers = self._gathers(cols)
+        u_local = [int(c) for c in cols] if len(lay.groups) == 1 else None
+        part = dask.delayed(part_fn, pure=True)
+        totals = []
+        for g in range(len(lay.groups)):
+            segs = lay.segments(g)
+            parts = [part(tiles[r, g], gathers[r], u_local, segs)
+                     for r in range(len(lay.row_tiles))]
+            totals.append(_tree(parts, combine))
+        self.n_stream_passes += 1
+        return totals
+
+    def _per_block(self, totals, assemble):
+        import dask
+
+        f = dask.delayed(assemble, pure=True)
+        return [f(*[(totals[g], lo, hi) for g, lo, hi in self.layout.pieces(b)])
+                for b in range(len(self.blocks))]
+
+    # -- the backend protocol -----------------------------------------------
+    def init_blocks(self, J, priors, entropy, chain):
+        import dask
+
+        from .._errors import NonFiniteInputError
+
+        J = [int(j) for j in J]
+        totals = self._group_totals(_init_part, _sum_init, J)
+        bad = dask.delayed(_count_bad, pure=True)(totals)
+        handles = self.ex.compute(self._per_block(totals, _assemble_init) + [bad])
+        assembled, bad = handles[:-1], handles[-1]
+        self._refresh_hints()
+        self._n += 1
+        self._held = [
+            self.ex.submit(_init_block, assembled[b], b, a, e, priors, entropy, chain,
+                           self.trace_cols, key=self._key("init", b), hint=self._hints[b])
+            for b, (a, e) in enumerate(self.blocks)]
+        stats = self.ex.gather([self.ex.submit(_init_stats, h, key=self._key("sq", b))
+                                for b, h in enumerate(assembled)] + [bad])
+        n_bad = stats[-1]
+        if n_bad:
+            raise NonFiniteInputError(
+                f"A contains {n_bad} NaN or infinite entries. Fill them (e.g. with 0, as the "
+                "paper does for missing values), or pass missing='mask' to treat NaN as "
+                "missing.")
+        self.norm_a2 = float(sum(stats[:-1]))
+        self.n_obs = self.n_entries
+        return self.norm_a2, self.n_obs
+
+    def gram(self, J):
+        self._n += 1
+        hs = [self.ex.submit(_column, self._held[self._owner(int(j))], int(j), False,
+                             key=self._key("gram", i)) for i, j in enumerate(J)]
+        G = np.stack([c for c, _ in self.ex.gather(hs)], axis=1)
+        return 0.5 * (G + G.T)
+
+    def quadratics(self, G):
+        res = self.ex.gather(self._submit_blocks("quad", _quadratics, G))
+        return sum(r[0] for r in res), sum(r[1] for r in res)
+
+    def column(self, col, proposal=False):
+        b = self._owner(int(col))
+        self._n += 1
+        h = self.ex.submit(_column, self._held[b], int(col), bool(proposal),
+                           key=self._key("col"), hint=self._hints[b])
+        return self.ex.gather([h])[0]
+
+    def add_rows(self, cols, max_rows):
+        cols = [int(c) for c in cols]
+        totals = self._group_totals(_rows_part, _sum_arrays, cols)
+        rows = self.ex.compute(self._per_block(totals, _assemble_rows))
+        self._n += 1
+        self._held = [self.ex.submit(_add_rows, h, tuple(cols), rows[b], int(max_rows),
+                                     key=self._key("add", b), hint=self._hints[b])
+                      for b, h in enumerate(self._held)]
+
+    def map(self, fn, ctx):
+        new = self._submit_blocks(getattr(fn, "__name__", "op"), _apply, fn, ctx)
+        self._n += 1
+        small = [self.ex.submit(_second, h, key=self._key("small", b))
+                 for b, h in enumerate(new)]
+        self._held = new
+        return self.ex.gather(small)
+
+    def posterior(self, key):
+        parts = self.ex.gather(self._submit_blocks("post", _posterior, key))
+        n = parts[0][0]
+        if n == 0:
+            return 0, None, None
+        return n, np.concatenate([p[1] for p in parts], axis=1), np.concatenate(
+            [p[2] for p in parts], axis=1)
+
+    def traces(self):
+        return self.ex.gather(self._submit_blocks("traces", _traces))
+
+    def sse(self, columns, W, mask=None):
+        """(||A - A[:, columns] W||^2, None), directly from A in one streaming pass."""
+        import dask
+
+        lay = self.layout
+        tiles = self.source.tiles
+        cols = [int(c) for c in columns]
+        gathers = self._gathers(cols)
+        c_local = cols if len(lay.groups) == 1 else None
+        part = dask.delayed(_sse_part, pure=True)
+        parts = []
+        for g, (c0, c1) in enumerate(lay.groups):
+            Wg = dask.delayed(np.ascontiguousarray(W[:, c0:c1]))
+            for r in range(len(lay.row_tiles)):
+                parts.append((r, g, part(tiles[r, g], gathers[r], c_local, Wg)))
+        parts.sort(key=lambda x: (x[0], x[1]))
+        total = _tree([p for _, _, p in parts], _sum_floats)
+        return float(self.ex.gather(self.ex.compute([total]))[0]), None
+
+    def write_columns(self, columns, target):
+        """Stream A[:, columns] into the (M x K) array ``target``, one task per row tile."""
+        import dask
+
+        lay = self.layout
+        cols = [int(c) for c in columns]
+        gathers = self._gathers(cols)
+        w = dask.delayed(_write_rows, pure=False)
+        jobs = []
+        for r, (r0, r1) in enumerate(lay.row_tiles):
+            if gathers[r] is None:
+                jobs.append(w(self.source.tiles[r, 0], cols, target, r0, r1))
+            else:
+                jobs.append(w(gathers[r], None, target, r0, r1))
+        done = self.ex.gather(self.ex.compute(jobs))
+        return int(sum(done))
+
+    # -- checkpoints --------------------------------------------------------
+    def save_blocks(self, spec, prefix):
+        """Each block's worker writes its state to ``prefix/block_#####``."""
+        self._n += 1
+        hs = [self.ex.submit(_save_block, h, spec, f"{prefix}/block_{b:05d}",
+                             key=self._key("save", b), hint=self._hints[b])
+              for b, h in enumerate(self._held)]
+        return sum(self.ex.gather(hs))
+
+    def load_blocks(self, spec, prefix, norm_a2=None, n_obs=None):
+        """Replace every block state by a task loading it from ``prefix`` (cuts lineage)."""
+        if self.ex.is_distributed or self._held is None:
+            self._refresh_hints()
+            self._n += 1
+            self._held = [self.ex.submit(_load_block, spec, f"{prefix}/block_{b:05d}",
+                                         key=self._key("load", b), hint=self._hints[b])
+                          for b in range(len(self.blocks))]
+        if norm_a2 is not None:
+            self.norm_a2, self.n_obs = norm_a2, n_obs
