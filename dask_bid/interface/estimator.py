@@ -212,6 +212,14 @@ class BayesianID:
     def fit_transform(self, A, y=None, **fit_kwargs):
         return self.fit(A, **fit_kwargs).transform(A)
 
+    def to_inference_data(self):
+        """The retained draws of the fit as an ``arviz.InferenceData`` (``arviz`` extra).
+
+        See :func:`dask_bid.interface.diagnostics.to_inference_data`.
+        """
+        self._check_fitted()
+        return self.result_.to_inference_data()
+
 
 def _same(a, b):
     try:

@@ -75,3 +75,12 @@ class BIDResult:
     @property
     def n_chains(self) -> int:
         return self.trace.shape[0]
+
+    def to_inference_data(self):
+        """The retained draws as an ``arviz.InferenceData`` (needs the ``arviz`` extra).
+
+        See :func:`dask_bid.interface.diagnostics.to_inference_data`.
+        """
+        from .diagnostics import to_inference_data
+
+        return to_inference_data(self)

@@ -1,0 +1,417 @@
+"""Plots of a Bayesian ID fit (matplotlib, an optional dependency imported lazily).
+
+Each function takes a :class:`~dask_bid.BIDResult`, a fitted
+:class:`~dask_bid.BayesianID` or the result of :func:`dask_bid.open_result`, and an
+optional matplotlib ``Axes`` to draw into (a new figure otherwise); it returns the
+Axes it drew on. ``ax.figure.savefig("file.png")`` writes it.
+
+* :func:`plot_trace`: MSE and sigma^2 per iteration, one line per chain.
+* :func:`plot_autocorrelation`: autocorrelation of the W draws against the lag,
+  averaged over the traced entries (the paper's Figure 4, middle).
+* :func:`plot_inclusion`: inclusion probability of every column.
+* :func:`plot_error_vs_k`: reconstruction error against K (the paper's Figure 4,
+  bottom), from a list of fits or by fitting over a grid of K.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = ["plot_trace", "plot_autocorrelation", "plot_inclusion", "plot_error_vs_k",
+           "plot_overview", "autocorrelation", "fit_k_grid", "close"]
+
+_INSTALL_HINT = ('matplotlib is needed for plots but is not installed. Install the optional '
+                 'extra: pip install "dask_bid[plot]"  (or: pip install matplotlib).')
+
+
+def _plt():
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError(_INSTALL_HINT) from exc
+    return plt
+
+
+def close(fig):
+    """Close a figure made by these functions, or ``"all"`` (frees memory in scripts)."""
+    _plt().close(fig)
+
+
+def _as_result(obj):
+    from .diagnostics import _as_result as as_result
+
+    return as_result(obj)
+
+
+def _new_axes(ax, n=1, figsize=(6.4, 3.6)):
+    if ax is not None:
+        return ax
+    plt = _plt()
+    if n == 1:
+        _, ax = plt.subplots(figsize=figsize, layout="constrained")
+        return ax
+    _, axes = plt.subplots(n, 1, figsize=(figsize[0], figsize[1] * n * 0.75), sharex=True,
+                           layout="constrained")
+    return axes
+
+
+# ----------------------------------------------------------------------------- trace
+
+def plot_trace(result, ax=None, *, which=("mse", "sigma2"), log=True, burn_in=True):
+    """Trace of the MSE and of sigma^2 per iteration, one line per chain.
+
+    Parameters
+    ----------
+    result : BIDResult or fitted BayesianID
+    ax : Axes or sequence of Axes, optional
+        One Axes per entry of ``which`` (a single Axes when ``which`` has one entry).
+    which : sequence of {"mse", "sigma2"}
+    log : bool, default=True
+        Logarithmic y axis (the first iterations are orders of magnitude above the rest).
+    burn_in : bool, default=True
+        Shade the burn-in iterations.
+
+    Returns
+    -------
+    ndarray of Axes (or one Axes when ``which`` has one entry)
+    """
+    from .._errors import ParameterError
+
+    res = _as_result(result)
+    which = (which,) if isinstance(which, str) else tuple(which)
+    bad = set(which) - {"mse", "sigma2"}
+    if bad or not which:
+        raise ParameterError(f"which must hold 'mse' and/or 'sigma2', got {which!r}.")
+    axes = _new_axes(ax, len(which))
+    axes_arr = np.atleast_1d(np.asarray(axes, dtype=object)).ravel()
+    if axes_arr.size != len(which):
+        raise ParameterError(f"got {axes_arr.size} Axes for {len(which)} panels ({which}).")
+    labels = {"mse": "MSE", "sigma2": r"$\sigma^2$"}
+    n_chains, n_iter = res.trace.shape
+    its = np.arange(1, n_iter + 1)
+    b = int(res.params.get("burn_in", 0))
+    for a, field in zip(axes_arr, which, strict=True):
+        for c in range(n_chains):
+            a.plot(its, res.trace[field][c], lw=1.0, alpha=0.85, label=f"chain {c}")
+        if log and np.all(res.trace[field] > 0):
+            a.set_yscale("log")
+        if burn_in and 0 < b < n_iter:
+            a.axvspan(0, b, color="0.85", alpha=0.5, lw=0, label="burn-in")
+        a.set_ylabel(labels[field])
+        a.grid(True, alpha=0.3)
+    axes_arr[-1].set_xlabel("iteration")
+    if n_chains > 1 or (burn_in and 0 < b < n_iter):
+        axes_arr[0].legend(loc="upper right", fontsize="small", ncol=min(n_chains + 1, 4))
+    axes_arr[0].set_title(f"trace ({n_chains} chain{'s' if n_chains > 1 else ''}, "
+                          f"K = {len(res.columns)})")
+    return axes_arr[0] if len(which) == 1 else axes_arr
+
+
+# ----------------------------------------------------------------------------- autocorrelation
+
+def autocorrelation(x, max_lag):
+    """Sample autocorrelation r_0..r_max_lag of a 1-D series (r_0 = 1; NaN if constant)."""
+    x = np.asarray(x, dtype=np.float64)
+    x = x - x.mean()
+    denom = float(np.dot(x, x))
+    out = np.full(max_lag + 1, np.nan)
+    if denom <= 0.0 or not np.isfinite(denom):
+        return out
+    n = x.size
+    for lag in range(min(max_lag, n - 1) + 1):
+        out[lag] = float(np.dot(x[: n - lag], x[lag:])) / denom
+    return out
+
+
+def _longest_valid_run(mask):
+    """(start, stop) of the longest run of True in a 1-D boolean array."""
+    m = np.concatenate(([False], np.asarray(mask, dtype=bool), [False])).astype(np.int8)
+    edges = np.flatnonzero(np.diff(m))
+    if edges.size == 0:
+        return 0, 0
+    starts, stops = edges[::2], edges[1::2]
+    i = int(np.argmax(stops - starts))
+    return int(starts[i]), int(stops[i])
+
+
+def _acf_matrix(res, quantity, max_lag):
+    """Per chain: (n_series, max_lag + 1) autocorrelations of ``quantity``."""
+    from .diagnostics import w_draws
+
+    per_chain = []
+    if quantity == "W":
+        W, _ = w_draws(res)
+        n_chains = W.shape[0]
+        for c in range(n_chains):
+            valid = ~np.isnan(W[c]).any(axis=(1, 2))
+            s, e = _longest_valid_run(valid)
+            rows = []
+            if e - s > max_lag + 1:
+                series = W[c, s:e].reshape(e - s, -1)
+                for j in range(series.shape[1]):
+                    r = autocorrelation(series[:, j], max_lag)
+                    if not np.isnan(r[0]):
+                        rows.append(r)
+            per_chain.append(np.array(rows).reshape(-1, max_lag + 1))
+    else:
+        x = res.draws_sigma2 if quantity == "sigma2" else res.draws_sse
+        for c in range(x.shape[0]):
+            r = autocorrelation(x[c], max_lag)
+            per_chain.append(r[None, :] if not np.isnan(r[0]) else np.empty((0, max_lag + 1)))
+    return per_chain
+
+
+def plot_autocorrelation(result, ax=None, *, max_lag=None, quantity="W", threshold=0.1):
+    """Autocorrelation of the retained draws against the lag.
+
+    For ``quantity="W"`` (the paper's Figure 4, middle) the autocorrelation of every
+    traced entry of W in the reported basis is computed per chain and averaged over the
+    entries; thin lines are the chains, the thick line their mean, the band the 10-90 %
+    range over entries and chains. A chain contributes the longest stretch of its draws
+    that had the reported basis.
+
+    Parameters
+    ----------
+    result : BIDResult or fitted BayesianID
+    ax : Axes, optional
+    max_lag : int, optional
+        Default: min(40, draws per chain // 2). Lags count retained draws (so a lag of 1
+        is ``thin`` iterations).
+    quantity : {"W", "sigma2", "mse"}
+    threshold : float or None, default=0.1
+        Draw a dashed line there (the paper reads mixing off the lag where the mean
+        autocorrelation falls under 0.1).
+
+    Returns
+    -------
+    Axes
+
+    Raises
+    ------
+    ParameterError
+        No chain kept W draws of the reported basis long enough for ``max_lag`` (use
+        ``quantity="sigma2"``, more iterations or more ``n_trace_columns``).
+    """
+    from .._errors import ParameterError
+
+    res = _as_result(result)
+    if quantity not in ("W", "sigma2", "mse"):
+        raise ParameterError(f"quantity must be 'W', 'sigma2' or 'mse', got {quantity!r}.")
+    n_keep = res.draws_sigma2.shape[1]
+    if max_lag is None:
+        max_lag = max(1, min(40, n_keep // 2))
+    if not isinstance(max_lag, numbers.Integral) or max_lag < 1:
+        raise ParameterError(f"max_lag must be a positive integer, got {max_lag!r}.")
+    per_chain = _acf_matrix(res, quantity, int(max_lag))
+    allr = np.concatenate([m for m in per_chain if m.size], axis=0) if any(
+        m.size for m in per_chain) else np.empty((0, max_lag + 1))
+    if allr.shape[0] == 0:
+        raise ParameterError(
+            f"no {quantity} draws to correlate: no chain kept more than {max_lag + 1} "
+            "consecutive draws with the reported basis (and a non-constant value). Use "
+            "quantity='sigma2', more iterations, or a larger n_trace_columns.")
+    ax = _new_axes(ax)
+    lags = np.arange(max_lag + 1)
+    thin = int(res.params.get("thin", 1))
+    if len(per_chain) > 1:
+        for c, m in enumerate(per_chain):
+            if m.size:
+                ax.plot(lags, np.nanmean(m, axis=0), lw=0.8, alpha=0.6, label=f"chain {c}")
+    if allr.shape[0] > 1:
+        lo, hi = np.nanquantile(allr, [0.1, 0.9], axis=0)
+        ax.fill_between(lags, lo, hi, color="C0", alpha=0.15, lw=0, label="10-90 %")
+    ax.plot(lags, np.nanmean(allr, axis=0), color="k", lw=2.0, label="mean")
+    if threshold is not None:
+        ax.axhline(threshold, color="C3", ls="--", lw=1.0, label=f"{threshold:g}")
+    ax.axhline(0.0, color="0.5", lw=0.6)
+    ax.set_xlabel(f"lag (retained draws; 1 = {thin} iteration{'s' if thin > 1 else ''})")
+    ax.set_ylabel("autocorrelation")
+    what = {"W": f"W entries ({allr.shape[0]} series)", "sigma2": r"$\sigma^2$",
+            "mse": "MSE"}[quantity]
+    ax.set_title(f"autocorrelation of {what}")
+    ax.set_ylim(min(-0.2, float(np.nanmin(allr)) - 0.05), 1.05)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper right", fontsize="small")
+    return ax
+
+
+# ----------------------------------------------------------------------------- inclusion
+
+def plot_inclusion(result, ax=None, *, planted=None, labels=None):
+    """Inclusion probability of every column (share of retained draws with it in J).
+
+    Parameters
+    ----------
+    result : BIDResult or fitted BayesianID
+    ax : Axes, optional
+    planted : array of int, optional
+        Known true columns (for synthetic data), marked with open circles.
+    labels : sequence of str, optional
+        Column names, shown on the x axis when there are at most 60 columns.
+
+    Returns
+    -------
+    Axes
+    """
+    res = _as_result(result)
+    p = np.asarray(res.inclusion_probability, dtype=np.float64)
+    N = p.size
+    ax = _new_axes(ax)
+    x = np.arange(N)
+    ax.vlines(x, 0, p, color="0.55", lw=1.0 if N <= 500 else 0.5)
+    cols = np.asarray(res.columns)
+    ax.plot(cols, p[cols], "o", color="C0", ms=5, label="reported columns")
+    if planted is not None:
+        pl = np.asarray(planted, dtype=np.int64)
+        ax.plot(pl, p[pl], "o", mfc="none", mec="C3", ms=9, mew=1.5, label="planted")
+    ax.set_xlim(-0.5, N - 0.5)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("column of A")
+    ax.set_ylabel("inclusion probability")
+    ax.set_title(f"inclusion probability (K = {cols.size}, {res.draws_columns.shape[0]} "
+                 f"chain{'s' if res.draws_columns.shape[0] > 1 else ''})")
+    if labels is not None and N <= 60:
+        ax.set_xticks(x)
+        ax.set_xticklabels(list(labels), rotation=90, fontsize="small")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(loc="best", fontsize="small", framealpha=0.9)
+    return ax
+
+
+# ----------------------------------------------------------------------------- error vs K
+
+def _k_and_mse(obj):
+    """(family, K, mse) of a BIDResult, BayesianID, RandomizedID or open_result object."""
+    from .result import BIDResult
+
+    if isinstance(obj, BIDResult):
+        p = obj.params
+        return str(p.get("model", "gbt")).upper(), len(obj.columns), float(obj.mse)
+    if hasattr(obj, "result_") and isinstance(obj.result_, BIDResult):
+        return _k_and_mse(obj.result_)
+    if hasattr(obj, "columns_") and hasattr(obj, "mse_"):
+        method = getattr(obj, "method", None)
+        family = {"randomized": "RID", "cpqr": "CPQR"}.get(method, type(obj).__name__)
+        return family, len(obj.columns_), float(obj.mse_)
+    raise TypeError(f"cannot read K and the MSE from a {type(obj).__name__}; pass BIDResult, "
+                    "fitted BayesianID or fitted RandomizedID objects.")
+
+
+def fit_k_grid(A, k_values, *, baseline="randomized", random_state=0, **params):
+    """Fit the Bayesian ID (and a baseline) for every K of a grid.
+
+    Parameters
+    ----------
+    A : array-like (M, N)
+    k_values : sequence of int
+    baseline : {"randomized", "cpqr", None}
+        Also fit :class:`dask_bid.baselines.RandomizedID` with this method.
+    random_state : int
+    **params
+        Passed to :func:`dask_bid.bayesian_id`.
+
+    Returns
+    -------
+    list
+        The BIDResults, then the fitted baselines.
+    """
+    from .._errors import ParameterError
+    from .functional import bayesian_id
+
+    ks = [int(k) for k in k_values]
+    if not ks:
+        raise ParameterError("k_values is empty: give the ranks K to fit, e.g. [2, 4, 8].")
+    out = [bayesian_id(A, k, random_state=random_state, **params) for k in ks]
+    if baseline is not None:
+        from ..baselines import RandomizedID
+
+        out += [RandomizedID(k, method=baseline, random_state=random_state).fit(A) for k in ks]
+    return out
+
+
+def plot_error_vs_k(results, k_values=None, ax=None, *, baseline="randomized",
+                    observed=False, **params):
+    """Reconstruction error ||A - C W||^2 / (M N) against the rank K.
+
+    Parameters
+    ----------
+    results : sequence of fits, or array-like (M, N)
+        BIDResults, fitted BayesianID or RandomizedID estimators (one line per kind of
+        fit: GBT, GBTN, RID ...), or a matrix: then every K of ``k_values`` is fitted
+        (with :func:`fit_k_grid`, passing ``baseline`` and ``**params``).
+    k_values : sequence of int, optional
+        Needed when ``results`` is a matrix.
+    ax : Axes, optional
+    baseline : {"randomized", "cpqr", None}
+        Only used when fitting.
+    observed : bool, default=False
+        Plot the MSE over observed entries (``mse_observed``) where a fit has it.
+
+    Returns
+    -------
+    Axes
+    """
+    from .._errors import ParameterError
+
+    if isinstance(results, (list, tuple)):
+        fits = list(results)
+    else:
+        if k_values is None:
+            raise ParameterError("plot_error_vs_k got a matrix: pass k_values, the ranks K "
+                                 "to fit (or pass a list of fitted results).")
+        fits = fit_k_grid(results, k_values, baseline=baseline, **params)
+    if not fits:
+        raise ParameterError("no fits to plot: results is empty.")
+    series = {}
+    for f in fits:
+        fam, k, mse = _k_and_mse(f)
+        if observed:
+            r = f if not hasattr(f, "result_") else f.result_
+            mo = getattr(r, "mse_observed", None)
+            mse = mse if mo is None else float(mo)
+        series.setdefault(fam, []).append((k, mse))
+    ax = _new_axes(ax)
+    markers = "osD^v<>"
+    for i, (fam, pts) in enumerate(series.items()):
+        pts = sorted(pts)
+        ks, ms = zip(*pts, strict=True)
+        ax.plot(ks, ms, marker=markers[i % len(markers)], lw=1.5, label=fam)
+    ax.set_xlabel("K (columns selected)")
+    ax.set_ylabel("MSE (observed entries)" if observed else "MSE")
+    ax.set_title("reconstruction error against K")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    return ax
+
+
+# ----------------------------------------------------------------------------- overview
+
+def plot_overview(result, *, planted=None, figsize=(11.0, 6.5)):
+    """Four panels: MSE and sigma^2 traces, inclusion probability, W autocorrelation.
+
+    The autocorrelation panel falls back to sigma^2 when no chain kept enough W draws
+    of the reported basis.
+
+    Returns
+    -------
+    Figure
+    """
+    from .._errors import ParameterError
+
+    res = _as_result(result)
+    plt = _plt()
+    fig, axes = plt.subplots(2, 2, figsize=figsize, layout="constrained")
+    plot_trace(res, ax=axes[:, 0], which=("mse", "sigma2"))
+    plot_inclusion(res, ax=axes[0, 1], planted=planted)
+    try:
+        plot_autocorrelation(res, ax=axes[1, 1])
+    except ParameterError:
+        axes[1, 1].clear()
+        plot_autocorrelation(res, ax=axes[1, 1], quantity="sigma2")
+    p = res.params
+    fig.suptitle(f"{str(p.get('model', 'gbt')).upper()} on a {res.n_samples} x {res.n_features} "
+                 f"matrix, K = {len(res.columns)}: MSE {res.mse:.4g}, "
+                 f"max|W| {res.max_abs_w:.3g}")
+    return fig

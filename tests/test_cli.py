@@ -1,0 +1,356 @@
+"""The ``dask-bid`` command line: in process through ``main([...])`` and as a subprocess."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from dask_bid import open_result
+from dask_bid.baselines import RandomizedID
+from dask_bid.interface.cli import convert_to_zarr, main
+from dask_bid.interface.demo import make_demo_matrix
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+FAST = ["--n-iter", "40", "--burn-in", "10", "--thin", "2", "--seed", "3",
+        "--scheduler", "synchronous"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    A, planted, _ = make_demo_matrix(120, 30, 3, seed=1)
+    np.save(d / "a.npy", A)
+    header = ",".join(f"c{i}" for i in range(A.shape[1]))
+    np.savetxt(d / "a.csv", A, delimiter=",", header=header, comments="", fmt="%.17g")
+    np.savetxt(d / "a.txt", A, fmt="%.17g")
+    return d, A, planted
+
+
+def run_cli(*args, cwd=None):
+    """The command as a user runs it: a new process, the console script's module."""
+    return subprocess.run([sys.executable, "-m", "dask_bid.interface.cli", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def assert_same_trace(a, b):
+    for f in a.dtype.names:  # field by field: NaN (no proposal yet) equals NaN
+        np.testing.assert_array_equal(a[f], b[f])
+
+
+def assert_one_line_error(stderr, *fragments, progress_allowed=False):
+    """Exactly one error line, the last; before it at most progress bar lines."""
+    lines = [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.strip()]
+    assert lines, "nothing on stderr"
+    assert lines[-1].startswith("dask-bid: error: "), stderr
+    others = lines[:-1]
+    if progress_allowed:
+        others = [ln for ln in others if "%|" not in ln]
+    assert not others, stderr
+    for f in fragments:
+        assert f in lines[-1], (f, lines[-1])
+
+
+# ----------------------------------------------------------------------------- basics
+
+def test_version_and_help(capsys):
+    assert main(["--version"]) == 0
+    assert "dask-bid 0." in capsys.readouterr().out
+    assert main(["fit", "--help"]) == 0
+    out = capsys.readouterr().out
+    for opt in ("--k", "--out", "--model", "--plain", "--n-iter", "--seed", "--scheduler",
+                "--resume", "--overwrite", "--quiet", "--plot"):
+        assert opt in out
+    assert main([]) == 2  # no command: the help, and a failure status
+
+
+def test_usage_error_is_one_line(capsys):
+    assert main(["fit", "x.npy", "--k", "three", "--out", "o"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "--k", "integer")
+    assert main(["fit", "x.npy", "--out", "o"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "--k")
+    assert main(["fit", "x.npy", "--k", "2", "--out", "o", "--model", "nmf"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "nmf")
+
+
+# ----------------------------------------------------------------------------- fit
+
+def test_fit_npy_writes_result_store_and_plots(data, tmp_path, capsys):
+    d, A, _ = data
+    out = tmp_path / "fit.zarr"
+    rc = main(["fit", str(d / "a.npy"), "--k", "3", "--out", str(out), "--n-chains", "2",
+               *FAST, "--plot", "all"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    # the conversion lies next to OUT and holds A exactly
+    conv = tmp_path / "a.npy.zarr"
+    np.testing.assert_array_equal(zarr.open_array(str(conv), mode="r")[...], A)
+    # progress bars on stderr, the summary on stdout
+    assert "converting a.npy" in cap.err and "sampling" in cap.err and "80/80" in cap.err
+    assert "columns " in cap.out and "MSE " in cap.out and str(out) in cap.out
+    est = open_result(out)
+    assert est.columns_.shape == (3,) and est.components_.shape == (3, 30)
+    assert est.trace_.shape == (2, 40)
+    assert f"{est.mse_:.6g}" in cap.out
+    np.testing.assert_allclose(est.transform(A), A[:, est.columns_])
+    for kind in ("trace", "autocorr", "inclusion"):
+        png = tmp_path / f"fit.{kind}.png"
+        assert png.read_bytes()[:8] == PNG_MAGIC
+        assert f"plot         {png}" in cap.out
+
+
+def test_fit_text_files_convert_identically(data, tmp_path, capsys):
+    d, A, _ = data
+    for name in ("a.csv", "a.txt"):
+        out = tmp_path / f"{name}.fit.zarr"
+        assert main(["fit", str(d / name), "--k", "2", "--out", str(out), *FAST, "-q"]) == 0
+        cap = capsys.readouterr()
+        assert cap.out == "" and cap.err == ""  # --quiet: nothing at all
+        z = zarr.open_array(str(tmp_path / f"{name}.zarr"), mode="r")
+        np.testing.assert_array_equal(z[...], A)
+        assert open_result(out).columns_.shape == (2,)
+
+
+def test_same_seed_same_fit_from_cli_and_python(data, tmp_path):
+    d, A, _ = data
+    out = tmp_path / "r.zarr"
+    assert main(["fit", str(d / "a.npy"), "--k", "3", "--out", str(out), *FAST, "-q"]) == 0
+    from dask_bid import bayesian_id
+
+    res = bayesian_id(str(tmp_path / "a.npy.zarr"), 3, n_iter=40, burn_in=10, thin=2,
+                      random_state=3, client="synchronous")
+    stored = open_result(out)
+    np.testing.assert_array_equal(stored.columns_, res.columns)
+    assert_same_trace(stored.trace_, res.trace)
+
+
+def test_existing_output_resume_and_overwrite(data, tmp_path, capsys):
+    d, _, _ = data
+    out = tmp_path / "r.zarr"
+    args = ["fit", str(d / "a.npy"), "--k", "3", "--out", str(out), *FAST, "-q"]
+    assert main(args) == 0
+    first = open_result(out)
+    capsys.readouterr()
+    assert main(args) == 2
+    assert_one_line_error(capsys.readouterr().err, "already exists", "--overwrite")
+    # a finished fit resumed is the stored fit
+    assert main([*args, "--resume"]) == 0
+    assert_same_trace(open_result(out).trace_, first.trace_)
+    # resuming with other parameters is refused, naming the difference
+    assert main([*args[:-1], "--n-iter", "50", "--resume", "-q"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "n_iter")
+    assert main([*args, "--overwrite", "--model", "gbtn"]) == 0
+    assert open_result(out).model == "gbtn"
+
+
+@pytest.mark.parametrize("argv, fragments", [
+    (["fit", "{d}/missing.npy", "--k", "2", "--out", "{t}/o.zarr"], ["no such file"]),
+    (["fit", "{d}/a.npy", "--k", "30", "--out", "{t}/o.zarr", "--scheduler", "synchronous"],
+     ["n_components", "1 <= K < N"]),
+    (["fit", "{t}/nostore.zarr", "--k", "2", "--out", "{t}/o.zarr"], ["no Zarr store"]),
+    (["info", "{t}/nothing"], ["no such file"]),
+    (["fit", "{d}/a.npy", "--k", "2", "--out", "{t}/o.zarr", "--init", "1,x"], ["--init"]),
+    (["plot", "{t}/nothing.zarr"], ["no dask_bid result"]),
+])
+def test_errors_exit_2_with_one_line(data, tmp_path, capsys, argv, fragments):
+    d, _, _ = data
+    argv = [a.format(d=d, t=tmp_path) for a in argv]
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    assert_one_line_error(cap.err, *fragments)
+    assert cap.out == ""
+
+
+def test_nan_in_input_is_reported(tmp_path, capsys):
+    A = np.random.default_rng(0).standard_normal((20, 6))
+    A[3, 2] = np.nan
+    np.save(tmp_path / "nan.npy", A)
+    rc = main(["fit", str(tmp_path / "nan.npy"), "--k", "2", "--out", str(tmp_path / "o.zarr"),
+               *FAST, "-q"])
+    assert rc == 2
+    assert_one_line_error(capsys.readouterr().err, "NaN", progress_allowed=True)
+
+
+def test_unreachable_scheduler(data, tmp_path, capsys):
+    d, _, _ = data
+    rc = main(["fit", str(d / "a.npy"), "--k", "2", "--out", str(tmp_path / "o.zarr"),
+               "--scheduler", "tcp://127.0.0.1:9", "-q"])
+    assert rc == 2
+    assert_one_line_error(capsys.readouterr().err, "tcp://127.0.0.1:9")
+
+
+# ----------------------------------------------------------------------------- conversion
+
+def test_convert_text_with_missing_fields_and_reuse(tmp_path, capsys):
+    src = tmp_path / "m.csv"
+    src.write_text("x,y,z\n1,2,3\n\n4,,6\nnan,8,9\n")
+    dst = str(tmp_path / "m.zarr")
+    convert_to_zarr(src, dst, quiet=True)
+    got = zarr.open_array(dst, mode="r")[...]
+    np.testing.assert_array_equal(got, [[1, 2, 3], [4, np.nan, 6], [np.nan, 8, 9]])
+    convert_to_zarr(src, dst)  # unchanged source: reused, not converted again
+    assert "reusing" in capsys.readouterr().err
+    src.write_text("1,2\n3,4\n")
+    from dask_bid import OutputExistsError
+
+    with pytest.raises(OutputExistsError, match="overwrite"):
+        convert_to_zarr(src, dst, quiet=True)
+    convert_to_zarr(src, dst, quiet=True, overwrite=True)
+    np.testing.assert_array_equal(zarr.open_array(dst, mode="r")[...], [[1, 2], [3, 4]])
+
+
+def test_convert_ragged_text_names_the_row(tmp_path):
+    src = tmp_path / "bad.txt"
+    src.write_text("1 2 3\n4 5 6\n7 8\n")
+    from dask_bid.interface.cli import CLIError
+
+    with pytest.raises(CLIError, match="row"):
+        convert_to_zarr(src, str(tmp_path / "bad.zarr"), quiet=True)
+
+
+# ----------------------------------------------------------------------------- rid, info
+
+def test_rid_matches_the_estimator(data, tmp_path, capsys):
+    d, A, _ = data
+    out = tmp_path / "rid.npz"
+    assert main(["rid", str(d / "a.csv"), "--k", "3", "--seed", "5", "--out", str(out)]) == 0
+    cap = capsys.readouterr()
+    ref = RandomizedID(3, random_state=5).fit(A)
+    with np.load(out) as z:
+        np.testing.assert_array_equal(z["columns"], ref.columns_)
+        np.testing.assert_allclose(z["components"], ref.components_, rtol=1e-10, atol=1e-12)
+        assert float(z["mse"]) == pytest.approx(ref.mse_, rel=1e-10)
+    assert f"{ref.mse_:.6g}" in cap.out
+    assert main(["rid", str(d / "a.npy"), "--k", "3", "--method", "cpqr", "-q"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_info_on_inputs_and_results(data, tmp_path, capsys):
+    d, A, _ = data
+    out = tmp_path / "r.zarr"
+    assert main(["fit", str(d / "a.npy"), "--k", "3", "--out", str(out), "--n-chains", "2",
+                 *FAST, "-q"]) == 0
+    assert main(["info", str(tmp_path / "a.npy.zarr")]) == 0
+    text = capsys.readouterr().out
+    assert "zarr array" in text and "120 x 30" in text and "float64" in text and "chunks" in text
+    assert main(["info", str(d / "a.csv")]) == 0
+    text = capsys.readouterr().out
+    assert "120 x 30" in text and "comma, one header line" in text
+    assert main(["info", str(out)]) == 0
+    text = capsys.readouterr().out
+    est = open_result(out)
+    assert "dask_bid result" in text and "complete" in text and "K = 3" in text
+    assert f"{est.mse_:.6g}" in text and f"{est.sigma2_:.6g}" in text
+    assert ", ".join(map(str, est.columns_)) in text
+    assert main(["info", "--json", str(out)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["columns"] == est.columns_.tolist()
+    assert info["params"]["n_iter"] == 40 and info["summary"]["mse"] == pytest.approx(est.mse_)
+    assert main(["info", "--diagnostics", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "r_hat" in text and "ess_bulk" in text
+
+
+def test_plot_command_error_vs_k(data, tmp_path, capsys):
+    d, _, _ = data
+    outs = []
+    for k in (1, 2, 4):
+        out = tmp_path / f"k{k}.zarr"
+        assert main(["fit", str(d / "a.npy"), "--k", str(k), "--out", str(out), *FAST,
+                     "-q"]) == 0
+        outs.append(str(out))
+    assert main(["plot", *outs, "--kind", "error-k", "--out", str(tmp_path / "ek.png")]) == 0
+    assert (tmp_path / "ek.png").read_bytes()[:8] == PNG_MAGIC
+
+
+# ----------------------------------------------------------------------------- processes
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).with_name("dask-bid")
+    assert script.exists(), "pip install . installs the dask-bid console script"
+    r = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("dask-bid ")
+
+
+def test_subprocess_error_exit_status(tmp_path):
+    r = run_cli("fit", tmp_path / "missing.csv", "--k", "2", "--out", tmp_path / "o.zarr")
+    assert r.returncode == 2
+    assert_one_line_error(r.stderr, "no such file")
+    assert r.stdout == ""
+
+
+def test_demo_runs_end_to_end(tmp_path):
+    """The README's main job on a LocalCluster, shortened (the default is 300 iterations)."""
+    out = tmp_path / "demo"
+    r = run_cli("demo", "--out", out, "--n-iter", "60")
+    assert r.returncode == 0, r.stderr[-3000:]
+    for line in ("input ", "cluster      LocalCluster with 2 workers", "planted ", "MSE ",
+                 "sigma2 ", "max|W| ", "wall time"):
+        assert line in r.stdout, (line, r.stdout)
+    assert (out / "result.png").read_bytes()[:8] == PNG_MAGIC
+    est = open_result(out / "result.zarr")
+    assert est.trace_.shape == (2, 60) and est.max_abs_w_ <= 1.0
+    # the planted basis fits with MSE ~ noise^2 (N - K) / N = 0.01 * 290 / 300; a basis
+    # missing one planted column costs far more (~0.014, see the demo module)
+    assert est.mse_ < 1.2 * 0.01 * 290 / 300
+    assert re.search(r": 10 of 10 found", r.stdout), r.stdout
+    # quiet means quiet
+    r = run_cli("demo", "--out", out, "--n-iter", "30", "--quiet")
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == "", r.stderr[-2000:]
+
+
+def test_scheduler_address_is_used(tmp_path, data):
+    """--scheduler tcp://...: the fit runs on that cluster (a LocalCluster started here)."""
+    from distributed import Client, LocalCluster
+
+    d, _, _ = data
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        def transitions(dask_scheduler):
+            return dask_scheduler.transition_counter
+
+        before = client.run_on_scheduler(transitions)
+        rc = main(["fit", str(d / "a.npy"), "--k", "2", "--out", str(tmp_path / "o.zarr"),
+                   "--n-iter", "20", "--burn-in", "5", "--seed", "1",
+                   "--scheduler", cluster.scheduler_address, "-q"])
+        assert rc == 0
+        # the fit's tasks went through this scheduler
+        assert client.run_on_scheduler(transitions) > before + 100
+    assert open_result(tmp_path / "o.zarr").trace_.shape == (1, 20)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals")
+def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path):
+    """Ctrl-C during a fit: exit 130 with a hint; --resume finishes it, same draws."""
+    import signal
+    import time
+
+    d, _, _ = data
+    out = tmp_path / "r.zarr"
+    base = ["fit", d / "a.npy", "--k", "3", "--out", out, "--n-iter", "400", "--burn-in",
+            "10", "--seed", "3", "--scheduler", "synchronous", "--checkpoint-every", "5"]
+    p = subprocess.Popen([sys.executable, "-m", "dask_bid.interface.cli", *map(str, base)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # wait until the fit has checkpointed at least once, then interrupt it
+    deadline = time.time() + 120
+    while time.time() < deadline and not (out / "checkpoint").exists():
+        time.sleep(0.05)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    if p.returncode == 0:
+        pytest.fail("the fit finished before the interrupt; make it longer")
+    assert p.returncode == 130, err[-2000:]
+    assert err.strip().splitlines()[-1].startswith("dask-bid: interrupted (continue with "
+                                                   "--resume)")
+    r = run_cli(*base, "--resume", "-q")
+    assert r.returncode == 0, r.stderr[-2000:]
+    ref_out = tmp_path / "ref.zarr"
+    ref = run_cli(*[str(a) if a != out else ref_out for a in base], "-q")
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    assert_same_trace(open_result(out).trace_, open_result(ref_out).trace_)
