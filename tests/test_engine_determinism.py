@@ -92,7 +92,7 @@ def test_sync_path_repeats(store, reference):
                          ids=["1-process", "2-processes", "2-threads"])
 def test_local_clusters_match_sync(store, reference, n_workers, processes):
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
         res = bayesian_id(store, K, client=client, chunks=TILES, **KW)
         # a second fit on the same cluster: no state leaks between fits
         res2 = bayesian_id(store, K, client=client, chunks=TILES, **KW)
@@ -104,7 +104,7 @@ def test_local_clusters_match_sync(store, reference, n_workers, processes):
 def test_task_count_bounded_and_numpy_and_dask_input(reference):
     A = _matrix()
     counts = {}
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
 
         def cb(state):

@@ -8,7 +8,8 @@
 - ``"synchronous"`` (or ``"sync"``): everything runs in this process, block states are plain
   values, the streaming passes use dask's synchronous scheduler (for debugging and for the
   determinism tests: it gives the same chain bitwise);
-- ``None``: the current default client if there is one (``distributed.default_client()``), the
+- ``None``: the current client if there is one (``Client.current()``: the ``as_current()``
+  context, else the default client), the
   synchronous path if ``dask.config`` selects the synchronous scheduler, otherwise a
   ``LocalCluster`` (processes, 2 workers x 1 thread) that is shut down at the end.
 
@@ -136,10 +137,10 @@ def cluster_executor(client=None, *, timeout=SCHEDULER_TIMEOUT, n_workers=2,
                 f"'synchronous' or None, got {type(client).__name__}.")
         yield DistributedExecutor(client)
         return
-    from distributed import default_client
+    from distributed import Client
 
     try:
-        current = default_client()
+        current = Client.current(allow_global=True)  # as_current() context, else global
     except ValueError:
         current = None
     if current is not None:
@@ -148,10 +149,10 @@ def cluster_executor(client=None, *, timeout=SCHEDULER_TIMEOUT, n_workers=2,
     if str(dask.config.get("scheduler", "")).lower() in _SYNC_NAMES:
         yield SyncExecutor()
         return
-    from distributed import Client, LocalCluster
+    from distributed import LocalCluster
 
     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                           processes=True, dashboard_address=None,
+                           processes=True, dashboard_address=":0",
                            silence_logs=logging.ERROR)
     c = Client(cluster, set_as_default=False)
     try:

@@ -201,7 +201,9 @@ class TileSource:
         chunks = layout.tile_chunks
         name = f"bid-A-{uuid.uuid4().hex[:12]}"
         if src.kind == "zarr":
-            x = da.from_array(src.reader(), chunks=chunks, lock=False, name=name, asarray=True)
+            # the guarded reader names the store and chunk when a read fails
+            arr = src.reader() if hasattr(src, "reader") else src.array
+            x = da.from_array(arr, chunks=chunks, lock=False, name=name, asarray=True)
         elif src.kind == "dask":
             x = src.array
             if x.chunks != chunks:

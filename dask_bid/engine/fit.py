@@ -18,7 +18,7 @@ import tempfile
 import numpy as np
 
 from .._errors import ParameterError
-from .chain import ChainConfig, run_chain
+from .chain import run_chain
 from .checkpoint import Checkpointer, StoreSpec
 from .cluster import RECOVERABLE_ERRORS, cluster_executor
 from .dask_backend import DaskBackend, TileSource, plan_layout
@@ -194,7 +194,7 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
     """
     import dask.array as da
 
-    from ..interface.functional import _initial_columns, _summarise, _versions
+    from ..interface.functional import _chain_config, _initial_columns, _summarise, _versions
     from ..kernels.rng import root_entropy
 
     _check_engine_kwargs(out, overwrite, resume, checkpoint_every, chunks, callback)
@@ -241,11 +241,7 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
     else:
         spec = StoreSpec(os.fspath(out), storage_options)
 
-    cfg = ChainConfig(n_components=K, priors=p["priors"], aggressive=bool(p["aggressive"]),
-                      n_iter=p["n_iter"], burn_in=p["burn_in"], thin=p["thin"],
-                      temperature=p["temperature"], n_candidates=p["n_candidates"],
-                      max_cached_rows=max(4 * p["n_candidates"], 16),
-                      point_estimate=p["point_estimate"])
+    cfg = _chain_config(p)
     n_trace = min(int(p["n_trace_columns"]), N)
     trace_cols = np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64)) if n_trace else ()
 

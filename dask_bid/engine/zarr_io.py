@@ -16,7 +16,6 @@ Layout of the output group written by a fit with ``out=`` (see ``docs/engine.md`
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -34,6 +33,7 @@ __all__ = [
     "prepare_output",
     "write_result",
     "FORMAT_VERSION",
+    "jsonable",
 ]
 
 FORMAT_VERSION = 1
@@ -201,7 +201,9 @@ def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
     try:
         g = zarr.open_group(out, mode="w", zarr_format=3, storage_options=storage_options)
     except OSError as exc:
-        raise OutputLocationError(f"cannot create the output group at {out!r}: {exc}") from exc
+        raise OutputLocationError(
+            f"cannot create the output group at {out!r}: {exc}. Choose an output path in a "
+            "directory you can write to.") from exc
     return g, False
 
 
@@ -260,7 +262,7 @@ def write_result(group, res, *, w_chunk_cols=None, extra_attrs=None):
         "n_features": res.n_features,
     }
     meta = dict(group.attrs.get("dask_bid", {}))
-    meta.update({"format_version": FORMAT_VERSION, "params": jsonable(res.params),
+    meta.update({"format_version": FORMAT_VERSION, "result_params": jsonable(res.params),
                  "summary": jsonable(summary)})
     meta.update(jsonable(extra_attrs or {}))
     group.attrs["dask_bid"] = meta
@@ -315,10 +317,7 @@ def read_result(path, *, storage_options=None):
         mse_observed=None if s["mse_observed"] is None else float(s["mse_observed"]),
         max_abs_w=float(s["max_abs_w"]), n_passes=int(s["n_passes"]),
         elapsed=float(s["elapsed"]), n_samples=int(s["n_samples"]),
-        n_features=int(s["n_features"]), params=dict(meta["params"]), draws_w=draws_w)
+        n_features=int(s["n_features"]), params=dict(meta["result_params"]),
+        draws_w=draws_w)
     res.C = da.from_zarr(g["C"]) if "C" in g else None
     return res
-
-
-def params_json(params) -> str:
-    return json.dumps(jsonable(params), sort_keys=True)

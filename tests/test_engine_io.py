@@ -1,0 +1,251 @@
+"""Input, output and errors of the Dask engine (Zarr v3 stores in tmp_path, real clusters)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import time
+
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+from distributed import Client, LocalCluster
+
+from dask_bid._errors import (
+    NonFiniteInputError,
+    OutputExistsError,
+    OutputLocationError,
+    ParameterError,
+    SchedulerUnreachableError,
+)
+from dask_bid.engine import default_chunks, read_result, to_zarr
+from dask_bid.interface import bayesian_id
+
+M, N, K = 240, 120, 4
+KW = dict(n_iter=40, burn_in=10, thin=2, random_state=5, block_size=40, checkpoint_every=10)
+
+
+def _matrix(seed=0, M=M, N=N):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((M, K)) @ rng.uniform(-1, 1, (K, N))
+            + 0.05 * rng.standard_normal((M, N)))
+
+
+def _tree_hash(path):
+    """sha256 of every file (name and content) under ``path``."""
+    h = hashlib.sha256()
+    for root, dirs, files in sorted(os.walk(path)):
+        dirs.sort()
+        for f in sorted(files):
+            p = os.path.join(root, f)
+            h.update(os.path.relpath(p, path).encode())
+            with open(p, "rb") as fh:
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as c, \
+            Client(c, set_as_default=False) as client:
+        yield client
+
+
+@pytest.fixture
+def store(tmp_path):
+    A = _matrix()
+    path = tmp_path / "A.zarr"
+    to_zarr(A, path, chunks=(48, 60))
+    return A, str(path)
+
+
+# --------------------------------------------------------------------------- to_zarr
+def test_default_chunks_are_tall_row_blocks():
+    assert default_chunks((200_000, 5000)) == (16 * 2**20 // (5000 * 8), 5000)
+    rows, cols = default_chunks((1000, 1_000_000))
+    # 245 near-equal chunks of at most 4096 columns, ~16 MiB each
+    assert cols == 4082 and rows == 16 * 2**20 // (cols * 8)
+    assert default_chunks((10, 20)) == (10, 20)
+
+
+def test_to_zarr_numpy_and_dask(tmp_path):
+    A = _matrix(1)
+    z = to_zarr(A, tmp_path / "a.zarr")
+    assert z.metadata.zarr_format == 3 and z.chunks == default_chunks(A.shape)
+    np.testing.assert_array_equal(z[...], A)
+    x = da.from_array(A.astype(np.float32), chunks=(50, 50))
+    z2 = to_zarr(x, tmp_path / "b.zarr", chunks=(100, 120))
+    assert z2.chunks == (100, 120) and z2.dtype == np.float32
+    np.testing.assert_array_equal(z2[...], A.astype(np.float32))
+    with pytest.raises(OutputExistsError, match="overwrite=True"):
+        to_zarr(A, tmp_path / "a.zarr")
+    z3 = to_zarr(2 * A, tmp_path / "a.zarr", overwrite=True)
+    np.testing.assert_array_equal(z3[...], 2 * A)
+
+
+# --------------------------------------------------------------------------- output
+def test_output_group_layout_and_read_back(store, tmp_path, cluster):
+    A, path = store
+    before = _tree_hash(path)
+    out = tmp_path / "fit.zarr"
+    res = bayesian_id(path, K, client=cluster, out=str(out), **KW)
+    assert _tree_hash(path) == before, "the input store was modified"
+    g = zarr.open_group(str(out), mode="r")
+    assert g.metadata.zarr_format == 3
+    assert "checkpoint" not in g, "checkpoints are removed when the fit completes"
+    C = g["C"]
+    assert C.shape == (M, K) and C.chunks == (48, K)
+    np.testing.assert_array_equal(C[...], A[:, res.columns])
+    np.testing.assert_array_equal(g["W"][...], res.components)
+    np.testing.assert_array_equal(g["W_sd"][...], res.components_sd)
+    np.testing.assert_array_equal(g["columns"][...], res.columns)
+    np.testing.assert_array_equal(g["inclusion_probability"][...], res.inclusion_probability)
+    for f in ("mse", "sigma2", "accepted", "accept_prob"):
+        np.testing.assert_array_equal(g["traces"][f][...], res.trace[f])
+    np.testing.assert_array_equal(g["draws/columns"][...], res.draws_columns)
+    np.testing.assert_array_equal(g["draws/sse"][...], res.draws_sse)
+    meta = g.attrs["dask_bid"]
+    assert meta["status"] == "complete"
+    assert int(meta["entropy"]) == int(res.params["entropy"])
+    assert {"numpy", "dask", "distributed", "zarr"} <= set(meta["versions"])
+    for k in ("n_iter", "burn_in", "thin", "bounds", "model", "n_candidates", "block_size"):
+        assert k in meta["params"]
+    assert meta["input_shape"] == [M, N] and meta["engine"]["checkpoint_every"] == 10
+    back = read_result(str(out))
+    np.testing.assert_array_equal(back.components, res.components)
+    for f in res.trace.dtype.names:
+        np.testing.assert_array_equal(back.trace[f], res.trace[f])
+    assert back.mse == res.mse and back.params["entropy"] == res.params["entropy"]
+    np.testing.assert_array_equal(np.asarray(back.C), A[:, res.columns])
+    # the result of the fit itself reads C lazily from the output
+    assert isinstance(res.C, da.Array)
+    np.testing.assert_array_equal(res.C.compute(), A[:, res.columns])
+
+
+def test_zarr_input_without_out_keeps_C_lazy_and_writes_nothing(store, tmp_path):
+    A, path = store
+    before = _tree_hash(path)
+    listing = sorted(os.listdir(tmp_path))
+    res = bayesian_id(zarr.open_array(path, mode="r"), K, client="synchronous", **KW)
+    assert isinstance(res.C, da.Array)
+    np.testing.assert_array_equal(res.C.compute(), A[:, res.columns])
+    assert sorted(os.listdir(tmp_path)) == listing
+    assert _tree_hash(path) == before
+
+
+def test_output_location_errors(store, tmp_path):
+    A, path = store
+    with pytest.raises(OutputLocationError, match="input store"):
+        bayesian_id(path, K, client="synchronous", out=path, **KW)
+    with pytest.raises(OutputLocationError, match="input store"):
+        bayesian_id(path, K, client="synchronous", out=os.path.join(path, "sub"), **KW)
+    out = tmp_path / "o.zarr"
+    out.mkdir()
+    (out / "something").write_text("x")
+    with pytest.raises(OutputExistsError, match="overwrite=True"):
+        bayesian_id(path, K, client="synchronous", out=str(out), **KW)
+    assert (out / "something").read_text() == "x"
+    res = bayesian_id(path, K, client="synchronous", out=str(out), overwrite=True, **KW)
+    assert not (out / "something").exists()
+    assert read_result(str(out)).columns.tolist() == res.columns.tolist()
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(OutputLocationError, match="file"):
+        bayesian_id(path, K, client="synchronous", out=str(f), **KW)
+
+
+def test_resume_checks(store, tmp_path):
+    A, path = store
+    out = str(tmp_path / "o.zarr")
+    res = bayesian_id(path, K, client="synchronous", out=out, **KW)
+    # resuming a finished fit returns it
+    again = bayesian_id(path, K, client="synchronous", out=out, resume=True,
+                        **{**KW, "random_state": None})
+    np.testing.assert_array_equal(again.components, res.components)
+    with pytest.raises(ParameterError, match="n_iter"):
+        bayesian_id(path, K, client="synchronous", out=out, resume=True,
+                    **{**KW, "n_iter": 41})
+    with pytest.raises(ParameterError, match="seed"):
+        bayesian_id(path, K, client="synchronous", out=out, resume=True,
+                    **{**KW, "random_state": 6})
+    with pytest.raises(ParameterError, match="needs out"):
+        bayesian_id(path, K, client="synchronous", resume=True, **KW)
+
+
+def test_engine_argument_errors(store):
+    A, path = store
+    with pytest.raises(ParameterError, match="checkpoint_every"):
+        bayesian_id(path, K, client="synchronous", **{**KW, "checkpoint_every": 0})
+    with pytest.raises(ParameterError, match="chunks"):
+        bayesian_id(path, K, client="synchronous", chunks=(10,), **KW)
+    with pytest.raises(ParameterError, match="client"):
+        bayesian_id(path, K, client=3.5, **KW)
+
+
+def test_non_finite_zarr_input(tmp_path):
+    A = _matrix()
+    A[7, 9] = np.nan
+    A[100, 3] = np.inf
+    to_zarr(A, tmp_path / "nan.zarr", chunks=(48, 60))
+    # found by the engine's first streaming pass ...
+    with pytest.raises(NonFiniteInputError, match="2 NaN or infinite"):
+        bayesian_id(str(tmp_path / "nan.zarr"), K, client="synchronous", init="random", **KW)
+    # ... or, with a computed initial basis, by its pass
+    with pytest.raises(NonFiniteInputError, match="NaN or infinit"):
+        bayesian_id(str(tmp_path / "nan.zarr"), K, client="synchronous", init="sketch", **KW)
+
+
+@pytest.mark.timeout(60)
+def test_unreachable_scheduler_fails_fast(store):
+    A, path = store
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(SchedulerUnreachableError, match=f"127.0.0.1:{port}"):
+        bayesian_id(path, K, client=f"tcp://127.0.0.1:{port}", **KW)
+    assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.timeout(120)
+def test_address_string_and_default_client(store, cluster):
+    A, path = store
+    ref = bayesian_id(path, K, client="synchronous", **KW)
+    res = bayesian_id(path, K, client=cluster.scheduler.address, **KW)
+    np.testing.assert_array_equal(res.trace["mse"], ref.trace["mse"])
+    with cluster.as_current():  # picked up as the default client
+        res2 = bayesian_id(path, K, **KW)
+    np.testing.assert_array_equal(res2.components, ref.components)
+
+
+@pytest.mark.timeout(120)
+def test_no_client_starts_and_stops_a_local_cluster(store):
+    from distributed import default_client
+
+    A, path = store
+    with pytest.raises(ValueError):
+        default_client()
+    res = bayesian_id(path, K, **{**KW, "n_iter": 20})
+    assert res.components.shape == (K, N)
+    with pytest.raises(ValueError):  # nothing left behind as the default
+        default_client()
+
+
+@pytest.mark.parametrize("extra", [
+    dict(aggressive=False), dict(model="gbtn"), dict(n_chains=2),
+    dict(refine_sweeps=3, w_estimate="map"), dict(init="sketch"),
+], ids=["plain", "gbtn", "two-chains", "refine-map", "sketch-init"])
+def test_engine_matches_memory_backend_bitwise_in_one_tile(extra):
+    A = _matrix(2)
+    kw = {k: v for k, v in KW.items() if k != "checkpoint_every"} | extra
+    mem = bayesian_id(A, K, **kw)
+    eng = bayesian_id(A, K, client="synchronous", checkpoint_every=7, **kw)
+    for f in ("mse", "sigma2", "accepted"):
+        np.testing.assert_array_equal(mem.trace[f], eng.trace[f])
+    np.testing.assert_array_equal(mem.columns, eng.columns)
+    np.testing.assert_array_equal(mem.components, eng.components)
+    np.testing.assert_array_equal(mem.draws_columns, eng.draws_columns)
+    np.testing.assert_array_equal(mem.inclusion_probability, eng.inclusion_probability)
+    assert mem.mse == pytest.approx(eng.mse, rel=1e-12)
