@@ -3,10 +3,12 @@
 from ._errors import *  # noqa: F403
 from ._errors import __all__ as _errors_all
 from .interface import BayesianID, BIDResult, bayesian_id
+from .interface.functional import PAPER_SETTINGS
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "BayesianID", "BIDResult", "bayesian_id", *_errors_all]
+__all__ = ["__version__", "BayesianID", "BIDResult", "bayesian_id", "PAPER_SETTINGS",
+           *_errors_all]
 
 # the baselines, loading a stored fit, plots and convergence diagnostics (matplotlib and
 # arviz are imported only when a plot or a diagnostic is asked for)

@@ -181,7 +181,7 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
         P2 = np.linalg.pinv(G2, hermitian=True) if cfg.proposal_init == "lstsq" else None
         ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
                           sigma2=st.sigma2, G=st.G, G2=G2, take2=took, p=p, u=u, record=record,
-                          P2=P2)
+                          P2=P2, J=st.J)
         res = backend.map(block_aggressive, ctx)
         hw1 = sum(r[0] for r in res)
         wgw1 = sum(r[1] for r in res)
@@ -199,7 +199,7 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
         gcol, squ = backend.column(u)
         G2, gnew = proposal_gram(st.G, p, gcol, squ)
         ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
-                          sigma2=st.sigma2, G=st.G, p=p, u=u, g_new=gnew)
+                          sigma2=st.sigma2, G=st.G, p=p, u=u, g_new=gnew, J=st.J)
         res = backend.map(block_plain_propose, ctx)
         d_hw = sum(r[0] for r in res)
         d_wgw = sum(r[1] for r in res)

@@ -10,9 +10,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..kernels.block import block_add_rows, block_column, block_init, block_posterior
+from ..kernels.block import (
+    block_add_rows,
+    block_aggressive,
+    block_column,
+    block_init,
+    block_plain_propose,
+    block_posterior,
+    block_set_mask_row,
+)
 
-__all__ = ["MemoryBackend", "column_blocks"]
+__all__ = ["MemoryBackend", "MaskedMemoryBackend", "column_blocks"]
 
 
 def column_blocks(n_cols: int, block_size: int | None, n_blocks_hint: int = 2):
@@ -112,3 +120,60 @@ class MemoryBackend:
         R = self.A - self.A[:, columns] @ W
         R2 = R * R
         return float(R2.sum()), (float(R2[mask].sum()) if mask is not None else None)
+
+
+class MaskedMemoryBackend(MemoryBackend):
+    """``missing="mask"``: the likelihood counts observed entries only.
+
+    ``A`` holds the data with missing entries set to 0 and ``mask`` marks the observed
+    ones. Every column n gets its own Gram matrix C[O_n]^T C[O_n] over its observed rows
+    (K x K x N floats, so this mode is for matrices whose per-column Grams fit in
+    memory). A swap needs, for every column, the new Gram row of the incoming column;
+    that is one O(M K N) product per proposal, computed here.
+    """
+
+    def __init__(self, A, mask, **kwargs):
+        super().__init__(A, **kwargs)
+        self.mask = np.asarray(mask, dtype=bool)
+        self.maskf = self.mask.astype(np.float64)
+
+    def init_blocks(self, J, priors, entropy, chain):
+        A, Mk = self.A, self.mask
+        C = A[:, J]
+
+        def make(i):
+            a, b = self.blocks[i]
+            Ab = A[:, a:b]
+            Gn = np.empty((b - a, len(J), len(J)))
+            for n in range(a, b):
+                Cn = C[Mk[:, n]]
+                Gn[n - a] = Cn.T @ Cn
+            return block_init(i, a, b, C.T @ Ab, np.einsum("ij,ij->j", Ab, Ab), priors,
+                              entropy, chain, trace_cols=self.trace_cols, Gn=Gn)
+
+        self.states = self._run(make, list(range(len(self.blocks))))
+        self.norm_a2 = float(sum(s.sq.sum() for s in self.states))
+        self.n_obs = int(Mk.sum())
+        return self.norm_a2, self.n_obs
+
+    def map(self, fn, ctx):
+        if fn is block_aggressive or fn is block_plain_propose:
+            J2 = np.array(ctx.J, dtype=np.int64)
+            J2[ctx.p] = ctx.u
+            au = self.A[:, ctx.u]
+            X = self.A[:, J2] * au[:, None]
+
+            def setq(i):
+                a, b = self.blocks[i]
+                return block_set_mask_row(self.states[i], X.T @ self.maskf[:, a:b])
+
+            self.states = self._run(setq, list(range(len(self.blocks))))
+        return super().map(fn, ctx)
+
+    def quadratics(self, G):
+        hw = sum(float(np.vdot(s.H, s.W)) for s in self.states)
+        wgw = sum(float(np.einsum("kn,nkl,ln->", s.W, s.Gn, s.W)) for s in self.states)
+        return hw, wgw
+
+    def sse(self, columns, W, mask=None):
+        return super().sse(columns, W, self.mask if mask is None else mask)

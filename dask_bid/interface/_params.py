@@ -1,4 +1,10 @@
-"""Validation of the sampler's parameters, done before any data is touched."""
+"""Validation of the sampler's parameters, done before any data is touched.
+
+Every check here looks at the parameters alone (and at N, the number of columns, read
+from the input's metadata), so a bad parameter fails in microseconds even for a store of
+terabytes. Each failure raises :class:`~dask_bid.ParameterError` with a message naming
+the parameter, the value received, and what to pass instead; ``docs/errors.md`` lists them.
+"""
 
 from __future__ import annotations
 
@@ -9,23 +15,42 @@ import numpy as np
 from .._errors import ParameterError
 from ..kernels.priors import MODELS, Priors
 
-__all__ = ["validate_params", "POINT_ESTIMATES", "INITS", "MISSING"]
+__all__ = ["validate_params", "POINT_ESTIMATES", "INITS", "MISSING", "PROPOSAL_INITS",
+           "W_ESTIMATES", "HYPERPARAMETERS"]
 
 POINT_ESTIMATES = ("mode", "best")
-INITS = ("random", "sketch", "cpqr")
+INITS = ("auto", "random", "sketch", "cpqr")
 MISSING = ("zero", "mask")
 PROPOSAL_INITS = ("copy", "lstsq")
+W_ESTIMATES = ("mean", "map")
+
+#: Strictly positive parameters, with what they are (for the messages) and the default.
+HYPERPARAMETERS = {
+    "alpha_sigma": ("the shape of the inverse-gamma prior of sigma^2", 0.1),
+    "beta_sigma": ("the scale of the inverse-gamma prior of sigma^2", 1.0),
+    "tau": ("the GTN parent precision of every W entry (GBT)", 1.0),
+    "tau_mu": ("the precision of the GTNSNG hyperprior's mean (GBTN)", 0.1),
+    "alpha_t": ("the gamma shape of the GTNSNG hyperprior's precision (GBTN)", 1.0),
+    "beta_t": ("the gamma rate of the GTNSNG hyperprior's precision (GBTN)", 1.0),
+    "temperature": ("the divisor of the swap log-odds (1 = the paper)", 1.0),
+}
+
+
+def _real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
 def _positive(name, value):
-    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not np.isfinite(value) \
-            or value <= 0:
-        raise ParameterError(f"{name} must be a positive finite number, got {value!r}.")
+    if not _real(value) or not np.isfinite(value) or value <= 0:
+        what, default = HYPERPARAMETERS[name]
+        raise ParameterError(
+            f"{name} must be a positive finite number, got {value!r}. It is {what}; pass a "
+            f"value > 0 (default {default}).")
     return float(value)
 
 
 def _int(name, value, low, high=None, hint=""):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+    if not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_)):
         raise ParameterError(f"{name} must be an integer, got {value!r}.{hint}")
     value = int(value)
     if value < low or (high is not None and value > high):
@@ -34,73 +59,141 @@ def _int(name, value, low, high=None, hint=""):
     return value
 
 
-def validate_params(p: dict, n_cols: int | None = None) -> dict:
-    """Check every parameter; return a normalised copy (model lower-cased, Priors built).
+def _choice(name, value, choices, extra=""):
+    # string options are case-insensitive ("GBT" is "gbt"); returned lower-cased
+    v = value.lower() if isinstance(value, str) else value
+    if not isinstance(v, str) or v not in choices:
+        raise ParameterError(
+            f"unknown {name} {value!r}; choose one of {', '.join(map(repr, choices))}{extra}.")
+    return v
 
-    ``n_cols`` (when known) bounds ``n_components``.
+
+def _check_random_state(rs):
+    if rs is None or isinstance(rs, (np.random.SeedSequence, np.random.Generator,
+                                     np.random.RandomState)):
+        return
+    if isinstance(rs, numbers.Integral) and not isinstance(rs, (bool, np.bool_)) and rs >= 0:
+        return
+    raise ParameterError(
+        f"random_state must be None, a non-negative integer, a numpy SeedSequence or a "
+        f"Generator, got {rs!r}.")
+
+
+def validate_params(p: dict, n_cols: int | None = None) -> dict:
+    """Check every parameter; return a normalised copy.
+
+    Parameters
+    ----------
+    p : dict
+        The parameters of :class:`dask_bid.BayesianID` (every key of
+        ``dask_bid.interface.functional.DEFAULTS`` and ``n_components``).
+    n_cols : int, optional
+        N, the number of columns of A (from its metadata): bounds ``n_components`` and
+        explicit ``init`` columns.
+
+    Returns
+    -------
+    dict
+        ``p`` with string options lower-cased, numbers as Python ints and floats, and
+        ``priors`` (a :class:`~dask_bid.kernels.priors.Priors`) added.
+
+    Raises
+    ------
+    ParameterError
+        For the first parameter out of its domain.
     """
     out = dict(p)
-    model = str(p["model"]).lower() if isinstance(p["model"], str) else p["model"]
-    if model not in MODELS:
-        raise ParameterError(f"unknown model {p['model']!r}; choose one of {MODELS}.")
-    out["model"] = model
+    out["model"] = _choice("model", p["model"], MODELS,
+                           " (GBT: fixed prior; GBTN: hierarchical prior)")
     K = p["n_components"]
-    hint = f" It is the number K of columns kept; it needs 1 <= K < N (N = {n_cols})." \
-        if n_cols is not None else " It is the number K of columns kept; it needs K >= 1."
-    _int("n_components", K, 1, None if n_cols is None else n_cols - 1, hint)
-    n_iter = _int("n_iter", p["n_iter"], 1)
-    burn_in = _int("burn_in", p["burn_in"], 0)
+    hint = (f" It is the number K of columns kept; it needs 1 <= K < N (N = {n_cols})."
+            if n_cols is not None else " It is the number K of columns kept; it needs K >= 1.")
+    out["n_components"] = K = _int("n_components", K, 1,
+                                   None if n_cols is None else n_cols - 1, hint)
+    n_iter = out["n_iter"] = _int("n_iter", p["n_iter"], 1,
+                                  hint=" It is the number of Gibbs iterations.")
+    burn_in = out["burn_in"] = _int(
+        "burn_in", p["burn_in"], 0, hint=" It is the number of iterations discarded first.")
     if burn_in >= n_iter:
         raise ParameterError(
             f"burn_in ({burn_in}) must be smaller than n_iter ({n_iter}): no draw would be "
             "retained. Lower burn_in or raise n_iter.")
-    _int("thin", p["thin"], 1, hint=" Use thin=1 to keep every draw after burn-in.")
+    out["thin"] = _int("thin", p["thin"], 1,
+                       hint=" It keeps every thin-th draw; use thin=1 to keep every draw "
+                            "after burn-in.")
+    if not isinstance(p["aggressive"], (bool, np.bool_)):
+        raise ParameterError(
+            f"aggressive must be True (Algorithm 2) or False (Algorithm 1), got "
+            f"{p['aggressive']!r}.")
+    out["aggressive"] = bool(p["aggressive"])
     bounds = p["bounds"]
     try:
+        if isinstance(bounds, (str, bytes)) or len(bounds) != 2:
+            raise TypeError
         a, b = (float(x) for x in bounds)
     except (TypeError, ValueError) as exc:
-        raise ParameterError(f"bounds must be a pair (a, b) of numbers, got {bounds!r}.") from exc
+        raise ParameterError(
+            f"bounds must be a pair (a, b) of numbers, got {bounds!r}. Use e.g. (-1, 1).") from exc
+    if not (np.isfinite(a) and np.isfinite(b)):
+        raise ParameterError(
+            f"bounds must be finite, got ({a}, {b}): the model bounds every W entry. "
+            "Use e.g. (-1, 1) or the weak-ID (-2, 2).")
     if not (a < b):
-        raise ParameterError(f"bounds must satisfy a < b, got a={a}, b={b}.")
+        raise ParameterError(
+            f"bounds must satisfy a < b, got a={a}, b={b}. Pass them in increasing order, "
+            "e.g. (-1, 1).")
     if not (a <= 0.0 and b >= 1.0):
         raise ParameterError(
             f"bounds ({a}, {b}) must contain 0 and 1: the decomposition sets W[:, J] to the "
             "identity. Use e.g. (-1, 1) or the weak-ID (-2, 2).")
-    for name in ("alpha_sigma", "beta_sigma", "tau", "tau_mu", "alpha_t", "beta_t",
-                 "temperature"):
+    out["bounds"] = (a, b)
+    for name in HYPERPARAMETERS:
         out[name] = _positive(name, p[name])
     for name in ("mu", "mu_mu"):
         v = p[name]
-        if not isinstance(v, numbers.Real) or not np.isfinite(v):
-            raise ParameterError(f"{name} must be a finite number, got {v!r}.")
-    if p["point_estimate"] not in POINT_ESTIMATES:
-        raise ParameterError(
-            f"unknown point_estimate {p['point_estimate']!r}; choose one of {POINT_ESTIMATES}.")
+        if not _real(v) or not np.isfinite(v):
+            raise ParameterError(f"{name} must be a finite number, got {v!r} (default 0.0).")
+        out[name] = float(v)
+    out["point_estimate"] = _choice("point_estimate", p["point_estimate"], POINT_ESTIMATES)
     init = p["init"]
     if isinstance(init, str):
-        if init not in INITS:
-            raise ParameterError(f"unknown init {init!r}; choose one of {INITS} or pass K "
-                                 "column indices.")
+        out["init"] = _choice("init", init, INITS, ", or pass K column indices")
     else:
-        J0 = np.asarray(init)
+        try:
+            J0 = np.asarray(init)
+        except Exception as exc:
+            raise ParameterError(f"init must be one of {INITS} or K column indices, got "
+                                 f"{init!r}.") from exc
         if J0.ndim != 1 or J0.size != K or J0.dtype.kind not in "iu":
             raise ParameterError(f"init as an array must hold K={K} integer column indices, "
                                  f"got {init!r}.")
         if n_cols is not None and (J0.min() < 0 or J0.max() >= n_cols
                                    or np.unique(J0).size != K):
-            raise ParameterError(f"init columns must be {K} distinct indices in [0, {n_cols}).")
-    if p["proposal_init"] not in PROPOSAL_INITS:
-        raise ParameterError(f"unknown proposal_init {p['proposal_init']!r}; choose one of "
-                             f"{PROPOSAL_INITS}.")
-    if p["missing"] not in MISSING:
-        raise ParameterError(f"unknown missing={p['missing']!r}; choose one of {MISSING}.")
-    _int("n_chains", p["n_chains"], 1)
-    _int("n_candidates", p["n_candidates"], 1)
+            raise ParameterError(f"init columns must be {K} distinct indices in [0, {n_cols}), "
+                                 f"got {init!r}.")
+    out["proposal_init"] = _choice("proposal_init", p["proposal_init"], PROPOSAL_INITS)
+    out["missing"] = _choice("missing", p["missing"], MISSING,
+                             " ('zero': every entry counts; 'mask': NaN marks a missing entry)")
+    out["n_chains"] = _int("n_chains", p["n_chains"], 1)
+    out["n_candidates"] = _int(
+        "n_candidates", p["n_candidates"], 1,
+        hint=" It is the number of swap candidates computed per pass over A (default 8).")
     if p["block_size"] is not None:
-        _int("block_size", p["block_size"], 1)
-    out["priors"] = Priors(hierarchical=model == "gbtn", a=a, b=b,
-                           alpha_sigma=float(p["alpha_sigma"]), beta_sigma=float(p["beta_sigma"]),
-                           mu=float(p["mu"]), tau=float(p["tau"]), mu_mu=float(p["mu_mu"]),
-                           tau_mu=float(p["tau_mu"]), alpha_t=float(p["alpha_t"]),
-                           beta_t=float(p["beta_t"]))
+        out["block_size"] = _int("block_size", p["block_size"], 1,
+                                 hint=" Pass None to split the columns evenly.")
+    out["n_threads"] = _int("n_threads", p["n_threads"], 1)
+    out["n_trace_columns"] = _int("n_trace_columns", p["n_trace_columns"], 0,
+                                  hint=" Pass 0 to keep no W draws.")
+    if "refine_sweeps" in p:
+        out["refine_sweeps"] = _int(
+            "refine_sweeps", p["refine_sweeps"], 0,
+            hint=" It is the number of sweeps of W with the reported basis fixed; 0 for none.")
+    if "w_estimate" in p:
+        out["w_estimate"] = _choice("w_estimate", p["w_estimate"], W_ESTIMATES,
+                                    " (posterior mean or mode of W for the reported basis)")
+    _check_random_state(p["random_state"])
+    out["priors"] = Priors(hierarchical=out["model"] == "gbtn", a=a, b=b,
+                           alpha_sigma=out["alpha_sigma"], beta_sigma=out["beta_sigma"],
+                           mu=out["mu"], tau=out["tau"], mu_mu=out["mu_mu"],
+                           tau_mu=out["tau_mu"], alpha_t=out["alpha_t"], beta_t=out["beta_t"])
     return out

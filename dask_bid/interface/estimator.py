@@ -39,15 +39,16 @@ class BayesianID:
         GBT: GTN parent mean and precision of each W entry.
     mu_mu, tau_mu, alpha_t, beta_t : float, default=0.0, 0.1, 1.0, 1.0
         GBTN hyperprior.
-    init : {"random", "sketch", "cpqr"} or array of K ints, default="random"
+    init : {"auto", "random", "sketch", "cpqr"} or array of K ints, default="auto"
         Starting basis: uniformly random (the paper), the randomized ID of a Gaussian
-        sketch, a deterministic pivoted-QR ID, or given columns.
-    point_estimate : {"mode", "best"}, default="mode"
-        How (J, W) are reported; see Notes.
+        sketch, a deterministic pivoted-QR ID, or given columns. "auto" is "cpqr" up to
+        10,000 columns and "sketch" beyond.
+    point_estimate : {"mode", "best"}, default="best"
+        How the basis J is reported; see Notes.
     temperature : float, default=1.0
         Swap acceptance uses log-odds / temperature (1 = the paper).
     n_chains : int, default=1
-    proposal_init : {"copy", "lstsq"}, default="copy"
+    proposal_init : {"copy", "lstsq"}, default="lstsq"
         Aggressive sampler: the proposal's W starts as a copy of the current W (the
         paper) or as the least-squares fit for the proposed basis clipped to ``bounds``;
         either way it then gets one Gibbs sweep given the proposed columns.
@@ -60,6 +61,13 @@ class BayesianID:
     missing : {"zero", "mask"}, default="zero"
     n_trace_columns : int, default=10
         Number of evenly spaced columns whose W draws are kept for diagnostics.
+    refine_sweeps : int, default=20
+        After the chain, Gibbs sweeps of W with the reported basis fixed (started from its
+        clipped least-squares fit); W and its sd are then the posterior mean and sd of
+        those sweeps. 0 (the paper) summarises the chain's own retained draws instead.
+    w_estimate : {"mean", "map"}, default="map"
+        The reported W for the reported basis: the posterior mean, or the posterior
+        mode given the basis and sigma^2 (iterated conditional modes, converged).
     random_state : None, int, SeedSequence or Generator
 
     Attributes
@@ -84,9 +92,16 @@ class BayesianID:
 
     Notes
     -----
-    The sampler is described in ``docs/model.md``. The point estimate is J = the basis
-    visited by the most retained draws (``"mode"``) or by the lowest-SSE retained draw
-    (``"best"``); W = the posterior mean of the retained draws with that basis.
+    The sampler is described in ``docs/model.md``. The reported basis J is the one of the
+    lowest-SSE retained draw (``"best"``) or the one visited by the most retained draws
+    (``"mode"``). W is then the posterior mode given J and sigma^2 (``w_estimate="map"``)
+    or the posterior mean (``"mean"``: of ``refine_sweeps`` sweeps with J fixed, or of the
+    chain's retained draws with that basis when ``refine_sweeps=0``).
+
+    The defaults of ``init``, ``proposal_init``, ``point_estimate``, ``w_estimate`` and
+    ``refine_sweeps`` improve the paper's search and summary (see ``docs/results.md``);
+    ``dask_bid.PAPER_SETTINGS`` holds the paper's exact choices:
+    ``BayesianID(K, **PAPER_SETTINGS)``.
 
     Examples
     --------
@@ -102,11 +117,11 @@ class BayesianID:
 
     def __init__(self, n_components, *, model="gbt", aggressive=True, n_iter=500, burn_in=100,
                  thin=5, bounds=(-1.0, 1.0), alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0,
-                 mu_mu=0.0, tau_mu=0.1, alpha_t=1.0, beta_t=1.0, init="random",
-                 point_estimate="mode", temperature=1.0, n_chains=1, proposal_init="copy",
+                 mu_mu=0.0, tau_mu=0.1, alpha_t=1.0, beta_t=1.0, init="auto",
+                 point_estimate="best", temperature=1.0, n_chains=1, proposal_init="lstsq",
                  n_candidates=8,
                  block_size=None, n_threads=2, missing="zero", n_trace_columns=10,
-                 random_state=None):
+                 refine_sweeps=20, w_estimate="map", random_state=None):
         self.n_components = n_components
         self.model = model
         self.aggressive = aggressive
@@ -132,6 +147,8 @@ class BayesianID:
         self.n_threads = n_threads
         self.missing = missing
         self.n_trace_columns = n_trace_columns
+        self.refine_sweeps = refine_sweeps
+        self.w_estimate = w_estimate
         self.random_state = random_state
 
     def get_params(self, deep=True):

@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import NonFiniteInputError
+from .._errors import InputShapeError, NonFiniteInputError, ParameterError
 from ..engine.chain import ChainConfig, map_estimate, refine, run_chain
 from ..engine.fit import ENGINE_DEFAULTS
 from ..engine.inputs import as_matrix_source
-from ..engine.memory import MemoryBackend
+from ..engine.memory import MaskedMemoryBackend, MemoryBackend
 from ..kernels.rng import root_entropy
 from ._params import validate_params
 from .result import TRACE_DTYPE, BIDResult
 
-__all__ = ["bayesian_id", "DEFAULTS"]
+__all__ = ["bayesian_id", "DEFAULTS", "PAPER_SETTINGS"]
 
 DEFAULTS = dict(
     model="gbt", aggressive=True, n_iter=500, burn_in=100, thin=5, bounds=(-1.0, 1.0),
     alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0, mu_mu=0.0, tau_mu=0.1, alpha_t=1.0,
-    beta_t=1.0, init="random", point_estimate="mode", temperature=1.0, n_chains=1,
-    proposal_init="copy", n_candidates=8, block_size=None, n_threads=2, missing="zero",
-    n_trace_columns=10, refine_sweeps=0, w_estimate="mean", random_state=None,
+    beta_t=1.0, init="auto", point_estimate="best", temperature=1.0, n_chains=1,
+    proposal_init="lstsq", n_candidates=8, block_size=None, n_threads=2, missing="zero",
+    n_trace_columns=10, refine_sweeps=20, w_estimate="map", random_state=None,
 )
 
 
@@ -36,6 +36,17 @@ def _versions():
     return out
 
 
+AUTO_CPQR_MAX_COLUMNS = 10_000
+
+#: The paper's exact sampler and summary (Lu 2022): pass as ``BayesianID(K, **PAPER_SETTINGS)``.
+PAPER_SETTINGS = dict(init="random", proposal_init="copy", point_estimate="mode",
+                      w_estimate="mean", refine_sweeps=0)
+
+
+def A_n_cols(A):
+    return int(A.shape[1]) if hasattr(A, "shape") else int(as_matrix_source(A).shape[1])
+
+
 def _initial_columns(A, p, entropy, chain):
     init = p["init"]
     K = p["n_components"]
@@ -43,11 +54,23 @@ def _initial_columns(A, p, entropy, chain):
         return np.sort(np.asarray(init, dtype=np.int64))
     if init == "random":
         return None
+    if init == "auto":
+        # the deterministic pivoted QR needs an N x N triangular factor: fine up to
+        # AUTO_CPQR_MAX_COLUMNS columns, beyond that the sketch
+        init = "cpqr" if A_n_cols(A) <= AUTO_CPQR_MAX_COLUMNS else "sketch"
     from ..baselines import RandomizedID
 
     method = "cpqr" if init == "cpqr" else "randomized"
     seed = np.random.SeedSequence(entropy, spawn_key=(chain, 0, 0, 99))
-    rid = RandomizedID(K, method=method, random_state=np.random.default_rng(seed)).fit(A)
+    try:
+        rid = RandomizedID(K, method=method, random_state=np.random.default_rng(seed)).fit(A)
+    except NonFiniteInputError as exc:
+        # out-of-core input meets its first full read here: say what the sampler accepts
+        where = str(exc).split(". ")[0].rstrip(".")
+        raise NonFiniteInputError(
+            f"{where} (found while computing the initial basis, init={p['init']!r}). Fill "
+            "them (e.g. with 0, as the paper does for missing values), or pass "
+            "missing='mask' to treat NaN as missing.") from exc
     return np.asarray(rid.columns_, dtype=np.int64)
 
 
@@ -95,6 +118,22 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     p = {**DEFAULTS, **kwargs, "n_components": n_components}
     src = as_matrix_source(A, storage_options=engine_kw.get("storage_options"))
     p = validate_params(p, n_cols=src.shape[1])
+    masked = p["missing"] == "mask"
+    if masked:
+        if src.kind != "numpy" or any(engine_kw.get(k) for k in ("client", "out", "resume")):
+            raise ParameterError(
+                "missing='mask' runs in memory only for now (each column keeps its own K x K "
+                "Gram matrix): pass a numpy array with NaN marking missing entries, or fill "
+                "them and use missing='zero' for out-of-core input.")
+        X = np.asarray(src.array, dtype=np.float64)
+        if np.isinf(X).any():
+            raise NonFiniteInputError("A contains infinite entries; missing='mask' treats only "
+                                      "NaN as missing. Replace the infinities.")
+        mask = ~np.isnan(X)
+        if not mask.any(axis=0).all():
+            bad = np.flatnonzero(~mask.any(axis=0))[:5].tolist()
+            raise InputShapeError(f"columns {bad} have no observed entry; drop them first.")
+        return _fit_memory(np.where(mask, X, 0.0), p, mask=mask)
     # numpy input is checked at once, before an engine run creates any output;
     # dask and Zarr input are checked in the engine's first streaming pass
     if src.kind == "numpy" and not np.isfinite(src.array).all():
@@ -120,7 +159,7 @@ def _chain_config(p) -> ChainConfig:
                        point_estimate=p["point_estimate"], proposal_init=p["proposal_init"])
 
 
-def _fit_memory(X, p) -> BIDResult:
+def _fit_memory(X, p, mask=None) -> BIDResult:
     M, N = X.shape
     entropy = root_entropy(p["random_state"])
     cfg = _chain_config(p)
@@ -128,14 +167,15 @@ def _fit_memory(X, p) -> BIDResult:
     trace_cols = np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64)) if n_trace else ()
     outputs, backends = [], []
     for c in range(p["n_chains"]):
-        be = MemoryBackend(X, block_size=p["block_size"], n_threads=p["n_threads"],
-                           trace_cols=trace_cols)
+        opts = dict(block_size=p["block_size"], n_threads=p["n_threads"],
+                    trace_cols=trace_cols)
+        be = MemoryBackend(X, **opts) if mask is None else MaskedMemoryBackend(X, mask, **opts)
         J0 = _initial_columns(X, p, entropy, c)
         outputs.append(run_chain(be, cfg, entropy, chain=c, J0=J0))
         backends.append(be)
     try:
         return _summarise(p, outputs, backends, entropy, (M, N), trace_cols,
-                          lambda cols, W: backends[0].sse(cols, W))
+                          lambda cols, W: backends[0].sse(cols, W), mask=mask)
     finally:
         for be in backends:
             be.close()

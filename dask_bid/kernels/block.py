@@ -16,7 +16,7 @@ import numpy as np
 
 from .priors import Priors
 from .rng import PRIOR, SWEEP, SWEEP2, stream
-from .swap import swap_delta, swapped_h
+from .swap import swap_delta, swap_delta_masked, swapped_grams, swapped_h
 from .sweep import draw_hyper_block, draw_prior_block, sweep_block
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "block_plain_finish",
     "block_lstsq_start",
     "block_icm",
+    "block_set_mask_row",
     "block_posterior",
     "block_traces",
 ]
@@ -53,6 +54,11 @@ class BlockState(NamedTuple):
     acc: dict | None = None  # sorted J -> (count, sum, sum of squares), rows in sorted J order
     trace_local: np.ndarray | None = None  # local indices of columns whose W draws are kept
     traces: tuple = ()  # retained draws of W[:, trace_local] (K, t) in sorted J order
+    # missing="mask": per-column Grams (nb, K, K) of the current basis and the proposal,
+    # and the new row p of every column's Gram for the pending swap (K, nb)
+    Gn: np.ndarray | None = None
+    Gn2: np.ndarray | None = None
+    mrow: np.ndarray | None = None
 
 
 class StepContext(NamedTuple):
@@ -75,6 +81,7 @@ class StepContext(NamedTuple):
     # aggressive: pseudo-inverse of G2; when given, the proposal's W starts from the
     # clipped least-squares fit instead of a copy of the current W
     P2: np.ndarray | None = None
+    J: np.ndarray | None = None  # the current basis (slot order), for masked swaps
 
 
 def _local(state, col):
@@ -86,7 +93,8 @@ def _row_of(state, col):
     return state.cand_rows[i]
 
 
-def block_init(index, start, stop, H, sq, priors, entropy, chain, W=None, trace_cols=()):
+def block_init(index, start, stop, H, sq, priors, entropy, chain, W=None, trace_cols=(),
+               Gn=None):
     """Initial state: W drawn from the prior unless given."""
     K = H.shape[0]
     nb = stop - start
@@ -99,7 +107,7 @@ def block_init(index, start, stop, H, sq, priors, entropy, chain, W=None, trace_
     return BlockState(index=index, start=start, stop=stop, W=np.array(W, dtype=np.float64),
                       H=np.ascontiguousarray(H, dtype=np.float64), Mu=Mu, Tau=Tau,
                       sq=np.asarray(sq, dtype=np.float64), acc={}, trace_local=trace_local,
-                      cand_rows=np.empty((0, nb)))
+                      cand_rows=np.empty((0, nb)), Gn=Gn)
 
 
 def block_column(state: BlockState, col: int, proposal: bool = False):
@@ -140,8 +148,8 @@ def _record(state: BlockState, W, record):
     return state._replace(acc=acc, traces=traces)
 
 
-def _sweep_with_hyper(gen, G, H, W, Mu, Tau, sigma2, priors):
-    hw, wgw = sweep_block(gen, G, H, W, sigma2, priors, Mu, Tau)
+def _sweep_with_hyper(gen, G, H, W, Mu, Tau, sigma2, priors, Gn=None):
+    hw, wgw = sweep_block(gen, G, H, W, sigma2, priors, Mu, Tau, Gn=Gn)
     if priors.hierarchical:
         draw_hyper_block(gen, W, Mu, Tau, priors)
     return hw, wgw
@@ -159,9 +167,10 @@ def block_aggressive(state: BlockState, ctx: StepContext):
     Returns the new state and (hw1, wgw1, hw2, wgw2).
     """
     if ctx.take2:
-        W, H, Mu, Tau = state.W2, state.H2, state.Mu2, state.Tau2
+        W, H, Mu, Tau, Gn = state.W2, state.H2, state.Mu2, state.Tau2, state.Gn2
     else:
-        W, H, Mu, Tau = state.W, state.H, state.Mu, state.Tau
+        W, H, Mu, Tau, Gn = state.W, state.H, state.Mu, state.Tau, state.Gn
+    Gn2 = None if Gn is None else swapped_grams(Gn, ctx.p, state.mrow)
     W = W.copy()
     Mu, Tau = _copy(Mu), _copy(Tau)
     H2 = swapped_h(H, ctx.p, _row_of(state, ctx.u))
@@ -172,9 +181,10 @@ def block_aggressive(state: BlockState, ctx: StepContext):
     Mu2, Tau2 = _copy(Mu), _copy(Tau)
     g1 = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SWEEP)
     g2 = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SWEEP2)
-    hw1, wgw1 = _sweep_with_hyper(g1, ctx.G, H, W, Mu, Tau, ctx.sigma2, ctx.priors)
-    hw2, wgw2 = _sweep_with_hyper(g2, ctx.G2, H2, W2, Mu2, Tau2, ctx.sigma2, ctx.priors)
-    new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, W2=W2, H2=H2, Mu2=Mu2, Tau2=Tau2)
+    hw1, wgw1 = _sweep_with_hyper(g1, ctx.G, H, W, Mu, Tau, ctx.sigma2, ctx.priors, Gn)
+    hw2, wgw2 = _sweep_with_hyper(g2, ctx.G2, H2, W2, Mu2, Tau2, ctx.sigma2, ctx.priors, Gn2)
+    new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, W2=W2, H2=H2, Mu2=Mu2, Tau2=Tau2,
+                         Gn=Gn, Gn2=Gn2, mrow=None)
     return _record(new, W, ctx.record), (hw1, wgw1, hw2, wgw2)
 
 
@@ -187,7 +197,11 @@ def block_plain_propose(state: BlockState, ctx: StepContext):
     gen = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, PRIOR)
     wn, mun, taun = draw_prior_block(gen, (1, nb), ctx.priors)
     wn = wn[0]
-    d_hw, d_wgw = swap_delta(G, state.H, state.W, p, g, _row_of(state, ctx.u), wn)
+    if state.Gn is None:
+        d_hw, d_wgw = swap_delta(G, state.H, state.W, p, g, _row_of(state, ctx.u), wn)
+    else:
+        d_hw, d_wgw = swap_delta_masked(state.Gn, state.H, state.W, p, state.mrow,
+                                        _row_of(state, ctx.u), wn)
     pending = state._replace(W2=wn, Mu2=None if mun is None else mun[0],
                              Tau2=None if taun is None else taun[0])
     return pending, (d_hw, d_wgw)
@@ -197,15 +211,19 @@ def block_plain_finish(state: BlockState, ctx: StepContext):
     """Plain sampler, second half: apply the swap if accepted, then sweep W.
     Returns the new state and (hw, wgw)."""
     W, H, Mu, Tau = state.W.copy(), state.H, _copy(state.Mu), _copy(state.Tau)
+    Gn = state.Gn
     if ctx.accept:
         H = swapped_h(H, ctx.p, _row_of(state, ctx.u))
+        if Gn is not None:
+            Gn = swapped_grams(Gn, ctx.p, state.mrow)
         W[ctx.p] = state.W2
         if Mu is not None:
             Mu[ctx.p] = state.Mu2
             Tau[ctx.p] = state.Tau2
     gen = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SWEEP)
-    hw, wgw = _sweep_with_hyper(gen, ctx.G, H, W, Mu, Tau, ctx.sigma2, ctx.priors)
-    new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, W2=None, Mu2=None, Tau2=None)
+    hw, wgw = _sweep_with_hyper(gen, ctx.G, H, W, Mu, Tau, ctx.sigma2, ctx.priors, Gn)
+    new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, W2=None, Mu2=None, Tau2=None, Gn=Gn,
+                         mrow=None)
     return _record(new, W, ctx.record), (hw, wgw)
 
 
@@ -221,8 +239,13 @@ def block_icm(state: BlockState, ctx: StepContext):
     Returns the new state and (hw, wgw)."""
     W = state.W.copy()
     out = sweep_block(None, ctx.G, state.H, W, ctx.sigma2, ctx.priors, state.Mu, state.Tau,
-                      mode=True)
+                      mode=True, Gn=state.Gn)
     return _record(state._replace(W=W), W, ctx.record), out
+
+
+def block_set_mask_row(state: BlockState, q):
+    """``missing="mask"``: hold the pending swap's new Gram rows (K, nb) for the next op."""
+    return state._replace(mrow=np.ascontiguousarray(q, dtype=np.float64))
 
 
 def block_posterior(state: BlockState, key):

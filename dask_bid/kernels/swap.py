@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["proposal_gram", "swapped_h", "swap_delta"]
+__all__ = ["proposal_gram", "swapped_h", "swap_delta", "swapped_grams", "swap_delta_masked"]
 
 
 def proposal_gram(G, p, g_col, sq_u):
@@ -48,4 +48,28 @@ def swap_delta(G, H, W, p, g_new, h_u, w_new):
     s_new = g_new @ W - g_new[p] * wp
     d_wgw = float(2.0 * (w_new @ s_new) + g_new[p] * (w_new @ w_new)
                   - 2.0 * (wp @ s_old) - G[p, p] * (wp @ wp))
+    return d_hw, d_wgw
+
+
+def swapped_grams(Gn, p, q):
+    """Per-column Grams (``missing="mask"``) after slot p takes column u.
+
+    ``Gn`` is (nb, K, K); ``q`` (K, nb) holds, for every column n of the block, the new
+    row p of its Gram: q[l, n] = sum over observed rows m of n of a_mu a_m,J'_l.
+    """
+    G2 = Gn.copy()
+    G2[:, p, :] = q.T
+    G2[:, :, p] = q.T
+    return G2
+
+
+def swap_delta_masked(Gn, H, W, p, q, h_u, w_new):
+    """:func:`swap_delta` with a Gram matrix per column (``missing="mask"``)."""
+    wp = W[p]
+    d_hw = float(h_u @ w_new - H[p] @ wp)
+    gp = Gn[:, p, :]  # (nb, K): row p of every column's Gram
+    s_old = np.einsum("nl,ln->n", gp, W) - gp[:, p] * wp
+    s_new = np.einsum("ln,ln->n", q, W) - q[p] * wp
+    d_wgw = float(2.0 * (w_new @ s_new) + (q[p] * w_new) @ w_new
+                  - 2.0 * (wp @ s_old) - (gp[:, p] * wp) @ wp)
     return d_hw, d_wgw

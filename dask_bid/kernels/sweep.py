@@ -80,7 +80,50 @@ def _sweep(gen, G, Ht, Wt, Rt, Mut, Taut, hier, mu0, tau0, inv_s2, a, b, mode):
     return hw, wgw
 
 
-def sweep_block(gen, G, H, W, sigma2, priors, Mu=None, Tau=None, mode=False):
+@njit(nogil=True, cache=True, error_model="numpy")
+def _sweep_masked(gen, Gn, Ht, Wt, Mut, Taut, hier, mu0, tau0, inv_s2, a, b, mode):
+    # missing="mask": column n has its own Gram Gn[n] = C[O_n]^T C[O_n] over its
+    # observed rows O_n; otherwise the same sweep as _sweep
+    nb, K = Wt.shape
+    r = np.empty(K)
+    hw = 0.0
+    wgw = 0.0
+    for n in range(nb):
+        G = Gn[n]
+        w = Wt[n]
+        h = Ht[n]
+        for k in range(K):
+            acc = 0.0
+            for j in range(K):
+                acc += G[k, j] * w[j]
+            r[k] = acc
+        for k in range(K):
+            gkk = G[k, k]
+            old = w[k]
+            if hier:
+                m = Mut[n, k]
+                t = Taut[n, k]
+            else:
+                m = mu0
+                t = tau0
+            mt, tt = _conditional(h[k], r[k], gkk, old, inv_s2, m, t)
+            if mode:
+                new = min(max(mt, a), b)
+            else:
+                new = gtn_draw(gen, mt, tt, a, b)
+            d = new - old
+            if d != 0.0:
+                gk = G[k]
+                for j in range(K):
+                    r[j] += gk[j] * d
+            w[k] = new
+        for k in range(K):
+            hw += h[k] * w[k]
+            wgw += w[k] * r[k]
+    return hw, wgw
+
+
+def sweep_block(gen, G, H, W, sigma2, priors, Mu=None, Tau=None, mode=False, Gn=None):
     """One Gibbs sweep of every entry of ``W`` (K x nb), in place.
 
     Parameters
@@ -96,6 +139,9 @@ def sweep_block(gen, G, H, W, sigma2, priors, Mu=None, Tau=None, mode=False):
     mode : bool
         Set each entry to its conditional mode instead of drawing it (one sweep of
         iterated conditional modes towards the MAP of W given C and sigma^2).
+    Gn : (nb, K, K) float64 or None
+        Per-column Gram matrices over each column's observed rows (``missing="mask"``);
+        when given, ``G`` is ignored.
 
     Returns
     -------
@@ -107,8 +153,16 @@ def sweep_block(gen, G, H, W, sigma2, priors, Mu=None, Tau=None, mode=False):
     dummy = np.zeros((1, 1))
     if gen is None:  # mode=True draws nothing; the kernel still needs a Generator type
         gen = np.random.default_rng(0)
-    G = np.ascontiguousarray(G, dtype=np.float64)
     Wt = np.ascontiguousarray(W.T)
+    if Gn is not None:
+        out = _sweep_masked(gen, Gn, np.ascontiguousarray(H.T), Wt,
+                            np.ascontiguousarray(Mu.T) if hier else dummy,
+                            np.ascontiguousarray(Tau.T) if hier else dummy, hier,
+                            float(priors.mu), float(priors.tau), 1.0 / float(sigma2),
+                            float(priors.a), float(priors.b), bool(mode))
+        W[...] = Wt.T
+        return out
+    G = np.ascontiguousarray(G, dtype=np.float64)
     Rt = Wt @ G  # (G W)^T, G symmetric
     out = _sweep(gen, G, np.ascontiguousarray(H.T), Wt, Rt,
                  np.ascontiguousarray(Mu.T) if hier else dummy,
