@@ -412,10 +412,24 @@ def write_plots(res, kinds, stem, *, dpi=110):
 
 # ----------------------------------------------------------------------------- commands
 
+#: CLI option -> sampler parameter, for the options left to the library's default when
+#: not given
+_SAMPLER_OPTIONS = {"model": "model", "n_iter": "n_iter", "burn_in": "burn_in",
+                    "thin": "thin", "n_chains": "n_chains", "seed": "random_state",
+                    "point_estimate": "point_estimate", "w_estimate": "w_estimate",
+                    "refine_sweeps": "refine_sweeps", "missing": "missing"}
+
+
 def _params_from_args(args):
-    params = dict(model=args.model, aggressive=not args.plain, n_iter=args.n_iter,
-                  burn_in=args.burn_in, thin=args.thin, n_chains=args.n_chains,
-                  random_state=args.seed, point_estimate=args.point_estimate)
+    from .functional import PAPER_SETTINGS
+
+    params = dict(PAPER_SETTINGS) if args.paper else {}
+    for opt, name in _SAMPLER_OPTIONS.items():
+        v = getattr(args, opt)
+        if v is not None:
+            params[name] = v
+    if args.plain:
+        params["aggressive"] = False
     if args.bounds is not None:
         params["bounds"] = tuple(args.bounds)
     if args.init is not None:
@@ -423,11 +437,17 @@ def _params_from_args(args):
             try:
                 params["init"] = np.array([int(x) for x in args.init.split(",") if x.strip()])
             except ValueError as exc:
-                raise CLIError(f"--init {args.init!r}: expected random, sketch, cpqr or a comma "
-                               "separated list of K column indices.") from exc
+                raise CLIError(f"--init {args.init!r}: expected auto, random, sketch, cpqr or a "
+                               "comma separated list of K column indices.") from exc
         else:
             params["init"] = args.init
     return params
+
+
+def _full_params(params):
+    from .functional import DEFAULTS
+
+    return {**DEFAULTS, **params}
 
 
 def _check_out_free(out, args):
@@ -485,7 +505,8 @@ def cmd_fit(args):
         dst = _converted_path(src, out)
         src = convert_to_zarr(src, dst, quiet=args.quiet, overwrite=args.overwrite)
     t0 = time.perf_counter()
-    with ChainProgress(args.n_chains * args.n_iter, disable=args.quiet) as bar:
+    full = _full_params(params)
+    with ChainProgress(full["n_chains"] * full["n_iter"], disable=args.quiet) as bar:
         res = bayesian_id(src, args.k, **params, client=args.scheduler, out=out,
                           overwrite=args.overwrite, resume=args.resume,
                           checkpoint_every=args.checkpoint_every, callback=bar)
@@ -780,19 +801,36 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--k", type=_positive_int, required=True, metavar="K",
                      help="number of columns to select")
     fit.add_argument("--out", required=True, metavar="OUT", help="output Zarr group")
-    fit.add_argument("--model", choices=("gbt", "gbtn"), default="gbt")
+    fit.add_argument("--model", choices=("gbt", "gbtn"), default=None,
+                     help="GBT (default) or GBTN (hierarchical prior on W's mean/precision)")
     fit.add_argument("--plain", action="store_true",
                      help="the plain sampler (Algorithm 1) instead of the aggressive one")
-    fit.add_argument("--n-iter", type=_positive_int, default=500, metavar="N")
-    fit.add_argument("--burn-in", type=_nonneg_int, default=100, metavar="N")
-    fit.add_argument("--thin", type=_positive_int, default=5, metavar="N")
-    fit.add_argument("--n-chains", type=_positive_int, default=1, metavar="N")
+    fit.add_argument("--n-iter", type=_positive_int, default=None, metavar="N",
+                     help="iterations per chain (default 500)")
+    fit.add_argument("--burn-in", type=_nonneg_int, default=None, metavar="N",
+                     help="default 100")
+    fit.add_argument("--thin", type=_positive_int, default=None, metavar="N", help="default 5")
+    fit.add_argument("--n-chains", type=_positive_int, default=None, metavar="N",
+                     help="default 1")
     fit.add_argument("--seed", type=_nonneg_int, default=None, metavar="S")
     fit.add_argument("--init", default=None, metavar="INIT",
-                     help="random (default), sketch, cpqr, or K comma separated columns")
+                     help="auto (default), random (the paper), sketch, cpqr, or K comma "
+                     "separated column indices")
     fit.add_argument("--bounds", type=float, nargs=2, default=None, metavar=("A", "B"),
                      help="bounds of W (default: -1 1; -2 2 is the weak ID)")
-    fit.add_argument("--point-estimate", choices=("mode", "best"), default="mode")
+    fit.add_argument("--point-estimate", choices=("mode", "best"), default=None,
+                     help="reported basis: the lowest-SSE draw's (best, default) or the most "
+                     "visited (mode)")
+    fit.add_argument("--w-estimate", choices=("mean", "map"), default=None,
+                     help="reported W: posterior mode (map, default) or mean")
+    fit.add_argument("--refine-sweeps", type=_nonneg_int, default=None, metavar="N",
+                     help="W sweeps with the reported basis fixed after the chain")
+    fit.add_argument("--missing", choices=("zero", "mask"), default=None,
+                     help="zero (default): A has no NaN, missing entries are filled in; mask: "
+                     "NaN entries are missing values, left out of the likelihood")
+    fit.add_argument("--paper", action="store_true",
+                     help="the paper's exact choices (dask_bid.PAPER_SETTINGS: random init, "
+                     "mode basis, mean W, no refinement); other options override them")
     fit.add_argument("--scheduler", default=None, metavar="ADDRESS",
                      help="Dask scheduler address (tcp://host:8786) or 'synchronous'; "
                      "default: a local cluster of 2 workers")

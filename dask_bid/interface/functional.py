@@ -133,7 +133,8 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         if not mask.any(axis=0).all():
             bad = np.flatnonzero(~mask.any(axis=0))[:5].tolist()
             raise InputShapeError(f"columns {bad} have no observed entry; drop them first.")
-        return _fit_memory(np.where(mask, X, 0.0), p, mask=mask)
+        return _fit_memory(np.where(mask, X, 0.0), p, mask=mask,
+                           callback=engine_kw.get("callback"))
     # numpy input is checked at once, before an engine run creates any output;
     # dask and Zarr input are checked in the engine's first streaming pass
     if src.kind == "numpy" and not np.isfinite(src.array).all():
@@ -147,7 +148,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
 
         return fit_dask(src, p, **engine_kw)
     X = np.asarray(src.array, dtype=np.float64)
-    return _fit_memory(X, p)
+    return _fit_memory(X, p, callback=engine_kw.get("callback"))
 
 
 def _chain_config(p) -> ChainConfig:
@@ -159,7 +160,7 @@ def _chain_config(p) -> ChainConfig:
                        point_estimate=p["point_estimate"], proposal_init=p["proposal_init"])
 
 
-def _fit_memory(X, p, mask=None) -> BIDResult:
+def _fit_memory(X, p, mask=None, callback=None) -> BIDResult:
     M, N = X.shape
     entropy = root_entropy(p["random_state"])
     cfg = _chain_config(p)
@@ -171,7 +172,7 @@ def _fit_memory(X, p, mask=None) -> BIDResult:
                     trace_cols=trace_cols)
         be = MemoryBackend(X, **opts) if mask is None else MaskedMemoryBackend(X, mask, **opts)
         J0 = _initial_columns(X, p, entropy, c)
-        outputs.append(run_chain(be, cfg, entropy, chain=c, J0=J0))
+        outputs.append(run_chain(be, cfg, entropy, chain=c, J0=J0, callback=callback))
         backends.append(be)
     try:
         return _summarise(p, outputs, backends, entropy, (M, N), trace_cols,

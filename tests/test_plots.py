@@ -1,0 +1,194 @@
+"""Plots: what they draw, that they write PNG files, and lazy / optional matplotlib."""
+
+import subprocess
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from dask_bid import (  # noqa: E402
+    BayesianID,
+    ParameterError,
+    RandomizedID,
+    bayesian_id,
+    plot_autocorrelation,
+    plot_error_vs_k,
+    plot_inclusion,
+    plot_overview,
+    plot_trace,
+)
+from dask_bid.interface.plots import autocorrelation, fit_k_grid  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def planted(M=60, N=40, K=3, sigma=0.2, seed=0):
+    rng = np.random.default_rng(seed)
+    J = np.sort(rng.choice(N, K, replace=False))
+    C = rng.standard_normal((M, K))
+    W = rng.uniform(-0.5, 0.5, (K, N))
+    W[:, J] = np.eye(K)
+    E = sigma * rng.standard_normal((M, N))
+    E[:, J] = 0.0
+    return C @ W + E, J
+
+
+@pytest.fixture(scope="module")
+def fit():
+    A, J = planted()
+    res = bayesian_id(A, 3, n_iter=120, burn_in=20, thin=1, n_chains=2, init="sketch",
+                      random_state=0)
+    return A, J, res
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def save(ax, path):
+    fig = np.ravel(ax)[0].figure
+    fig.savefig(path)
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC and len(data) > 5000
+    return data
+
+
+def test_trace_draws_every_chain(fit, tmp_path):
+    _, _, res = fit
+    axes = plot_trace(res)
+    assert len(axes) == 2
+    for ax, field in zip(axes, ("mse", "sigma2"), strict=True):
+        lines = ax.get_lines()
+        assert len(lines) == res.n_chains
+        for c, line in enumerate(lines):
+            np.testing.assert_array_equal(line.get_ydata(), res.trace[field][c])
+            np.testing.assert_array_equal(line.get_xdata(), np.arange(1, 121))
+        assert ax.get_yscale() == "log"
+    save(axes, tmp_path / "trace.png")
+    # into given Axes, one panel
+    fig, ax = plt.subplots()
+    assert plot_trace(res, ax=ax, which="sigma2") is ax
+    with pytest.raises(ParameterError, match="Axes"):
+        plot_trace(res, ax=ax)
+    with pytest.raises(ParameterError, match="which"):
+        plot_trace(res, which=("tau",))
+
+
+def test_autocorrelation_estimator():
+    """r_lag of an AR(1) series is phi**lag; sd of the estimate ~ 1/sqrt(n) = 0.005."""
+    rng = np.random.default_rng(0)
+    phi, n = 0.8, 40000
+    e = rng.standard_normal(n)
+    x = np.empty(n)
+    x[0] = e[0] / np.sqrt(1 - phi**2)
+    for i in range(1, n):
+        x[i] = phi * x[i - 1] + e[i]
+    r = autocorrelation(x, 5)
+    assert r[0] == 1.0
+    np.testing.assert_allclose(r, phi ** np.arange(6), atol=0.03)
+    assert np.isnan(autocorrelation(np.ones(10), 3)).all()
+
+
+def test_autocorrelation_plot_averages_w_entries(fit, tmp_path):
+    _, _, res = fit
+    ax = plot_autocorrelation(res, max_lag=10)
+    mean_line = [ln for ln in ax.get_lines() if ln.get_label() == "mean"][0]
+    y = mean_line.get_ydata()
+    assert y[0] == pytest.approx(1.0)
+    # the same average computed here from the stored draws
+    from dask_bid.interface.diagnostics import w_draws
+
+    W, _ = w_draws(res)
+    rows = []
+    for c in range(W.shape[0]):
+        flat = W[c].reshape(W.shape[1], -1)
+        rows += [autocorrelation(flat[:, j], 10) for j in range(flat.shape[1])]
+    np.testing.assert_allclose(y, np.nanmean(rows, axis=0))
+    # W draws given the basis mix fast: the paper's criterion (under 0.1 past lag 10)
+    assert abs(y[10]) < 0.1
+    save(ax, tmp_path / "acf.png")
+    ax = plot_autocorrelation(res, quantity="sigma2")
+    with pytest.raises(ParameterError, match="quantity"):
+        plot_autocorrelation(res, quantity="tau")
+
+
+def test_autocorrelation_without_usable_w_draws(fit):
+    A, _, _ = fit
+    res = bayesian_id(A, 3, n_iter=30, burn_in=10, thin=1, random_state=0,
+                      n_trace_columns=0)
+    with pytest.raises(ParameterError, match="sigma2"):
+        plot_autocorrelation(res)
+    plot_autocorrelation(res, quantity="mse")  # every draw has these
+
+
+def test_inclusion_heights_are_the_probabilities(fit, tmp_path):
+    _, J, res = fit
+    ax = plot_inclusion(res, planted=J)
+    segs = ax.collections[0].get_segments()
+    heights = np.array([s[1][1] for s in segs])
+    np.testing.assert_array_equal(heights, res.inclusion_probability)
+    marked = [ln for ln in ax.get_lines() if ln.get_label() == "reported columns"][0]
+    np.testing.assert_array_equal(marked.get_xdata(), res.columns)
+    save(ax, tmp_path / "incl.png")
+
+
+def test_error_vs_k_from_results_and_from_a_grid(fit, tmp_path):
+    A, _, _ = fit
+    ks = [1, 2, 3, 4]
+    fits = fit_k_grid(A, ks, n_iter=40, burn_in=10, thin=2, init="sketch")
+    assert len(fits) == 2 * len(ks)
+    ax = plot_error_vs_k(fits)
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    assert set(lines) == {"GBT", "RID"}
+    np.testing.assert_array_equal(lines["GBT"].get_xdata(), ks)
+    np.testing.assert_allclose(lines["GBT"].get_ydata(), [f.mse for f in fits[:4]])
+    np.testing.assert_allclose(lines["RID"].get_ydata(), [f.mse_ for f in fits[4:]])
+    # more columns never fit worse by much on this planted rank-3 matrix
+    assert lines["GBT"].get_ydata()[2] < lines["GBT"].get_ydata()[0]
+    save(ax, tmp_path / "ek.png")
+    # the matrix form fits the grid itself; estimators are accepted too
+    ax = plot_error_vs_k(A, k_values=[1, 2], baseline=None, n_iter=30, burn_in=10)
+    assert [ln.get_label() for ln in ax.get_lines()] == ["GBT"]
+    est = BayesianID(2, n_iter=30, burn_in=10, random_state=0).fit(A)
+    rid = RandomizedID(2, random_state=0).fit(A)
+    ax = plot_error_vs_k([est, rid])
+    assert {ln.get_label() for ln in ax.get_lines()} == {"GBT", "RID"}
+    with pytest.raises(ParameterError, match="k_values"):
+        plot_error_vs_k(A)
+
+
+def test_overview_figure(fit, tmp_path):
+    _, J, res = fit
+    fig = plot_overview(res, planted=J)
+    assert len(fig.axes) == 4
+    fig.savefig(tmp_path / "o.png")
+    assert (tmp_path / "o.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_plots_accept_a_fitted_estimator(fit):
+    A, _, _ = fit
+    est = BayesianID(3, n_iter=40, burn_in=10, thin=1, init="sketch", random_state=0).fit(A)
+    plot_trace(est)
+    plot_inclusion(est)
+    from dask_bid import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        plot_trace(BayesianID(3))
+
+
+def test_matplotlib_is_imported_lazily_and_optional(fit, monkeypatch):
+    code = ("import sys, dask_bid; import dask_bid.interface.cli; "
+            "print('matplotlib' in sys.modules, 'arviz' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.stdout.split() == ["False", "False"], r.stderr
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    with pytest.raises(ImportError, match=r'pip install "dask_bid\[plot\]"'):
+        plot_trace(fit[2])
