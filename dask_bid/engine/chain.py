@@ -18,6 +18,7 @@ from ..kernels.block import (
     StepContext,
     block_aggressive,
     block_icm,
+    block_lstsq_score,
     block_lstsq_start,
     block_plain_finish,
     block_plain_propose,
@@ -44,6 +45,8 @@ class ChainConfig(NamedTuple):
     max_tracked_sets: int = 16
     point_estimate: str = "mode"
     proposal_init: str = "copy"
+    w_init: str = "prior"  # or "lstsq": W starts at the clipped least-squares fit for J0
+    swap_score: str = "draw"  # or "lstsq": compare bases by their clipped least-squares SSE
 
 
 def retained_iterations(n_iter: int, burn_in: int, thin: int) -> np.ndarray:
@@ -63,6 +66,8 @@ class ClientState:
     J2: np.ndarray | None = None
     G2: np.ndarray | None = None
     sse2: float = np.nan
+    score: float = np.nan  # swap_score="lstsq": SSE of the clipped least-squares W of J
+    score2: float = np.nan
     cand_pos: int = 0  # position in the candidate stream
     cached: list = field(default_factory=list)  # columns whose A^T A rows the blocks hold
     n_passes: int = 0
@@ -147,10 +152,23 @@ def initial_state(backend, cfg: ChainConfig, entropy: int, chain: int, J0=None):
     J0 = np.asarray(J0, dtype=np.int64)
     norm_a2, n_obs = backend.init_blocks(J0, cfg.priors, entropy, chain)
     G = backend.gram(J0)
+    if cfg.w_init == "lstsq":
+        # a W far from its conditional posterior makes the first swap decisions noise
+        # and throws a good starting basis away
+        backend.map(block_lstsq_start, StepContext(
+            entropy=entropy, chain=chain, iteration=-1, priors=cfg.priors, sigma2=1.0, G=G,
+            P2=np.linalg.pinv(G, hermitian=True)))
     hw, wgw = backend.quadratics(G)
     sse = sse_from_stats(norm_a2, hw, wgw)
     sigma2 = draw_sigma2(g, sse, n_obs, cfg.priors.alpha_sigma, cfg.priors.beta_sigma)
-    return ClientState(iteration=0, J=J0, G=G, sse=sse, sigma2=sigma2), norm_a2, n_obs
+    score = np.nan
+    if cfg.swap_score == "lstsq":
+        res = backend.map(block_lstsq_score, StepContext(
+            entropy=entropy, chain=chain, iteration=-1, priors=cfg.priors, sigma2=1.0, G=G,
+            P2=np.linalg.pinv(G, hermitian=True)))
+        score = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
+    return ClientState(iteration=0, J=J0, G=G, sse=sse, sigma2=sigma2,
+                       score=score), norm_a2, n_obs
 
 
 def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, norm_a2, n_obs):
@@ -164,10 +182,13 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
         took = False
         prob = np.nan
         if st.J2 is not None:
-            lo = log_barker(st.sse2 - st.sse, st.sigma2, cfg.temperature)
-            took, prob = barker_accept(g, lo)
+            if cfg.swap_score == "lstsq":
+                delta = st.score2 - st.score
+            else:
+                delta = st.sse2 - st.sse
+            took, prob = barker_accept(g, log_barker(delta, st.sigma2, cfg.temperature))
             if took:
-                st.J, st.G, st.sse = st.J2, st.G2, st.sse2
+                st.J, st.G, st.sse, st.score = st.J2, st.G2, st.sse2, st.score2
         p = int(g.integers(K))
         u, pos = _next_candidate(entropy, chain, st, backend.n_cols, st.J)
         _ensure_cached(backend, cfg, entropy, chain, st, u, st.J)
@@ -178,10 +199,12 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
         J2[p] = u
         st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
         record = _record(cfg, st, st.J) if retained else None
-        P2 = np.linalg.pinv(G2, hermitian=True) if cfg.proposal_init == "lstsq" else None
+        ls_start = cfg.proposal_init == "lstsq"
+        ls_score = cfg.swap_score == "lstsq"
+        P2 = np.linalg.pinv(G2, hermitian=True) if ls_start or ls_score else None
         ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
                           sigma2=st.sigma2, G=st.G, G2=G2, take2=took, p=p, u=u, record=record,
-                          P2=P2, J=st.J)
+                          P2=P2, ls_start=ls_start, ls_score=ls_score, J=st.J)
         res = backend.map(block_aggressive, ctx)
         hw1 = sum(r[0] for r in res)
         wgw1 = sum(r[1] for r in res)
@@ -189,6 +212,9 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
         wgw2 = sum(r[3] for r in res)
         st.sse = sse_from_stats(norm_a2, hw1, wgw1)
         st.sse2 = sse_from_stats(norm_a2, hw2, wgw2)
+        if ls_score:
+            st.score2 = sse_from_stats(norm_a2, sum(r[4] for r in res),
+                                       sum(r[5] for r in res))
         st.J2, st.G2 = J2, G2
         accepted = took
     else:

@@ -42,13 +42,14 @@ class BayesianID:
     init : {"auto", "random", "sketch", "cpqr"} or array of K ints, default="auto"
         Starting basis: uniformly random (the paper), the randomized ID of a Gaussian
         sketch, a deterministic pivoted-QR ID, or given columns. "auto" is "cpqr" up to
-        10,000 columns and "sketch" beyond.
+        10,000 columns and "sketch" beyond. Except with "random", W starts at the
+        least-squares fit for the starting basis clipped to ``bounds`` (else its prior).
     point_estimate : {"mode", "best"}, default="best"
         How the basis J is reported; see Notes.
     temperature : float, default=1.0
         Swap acceptance uses log-odds / temperature (1 = the paper).
     n_chains : int, default=1
-    proposal_init : {"copy", "lstsq"}, default="lstsq"
+    proposal_init : {"copy", "lstsq"}, default="copy"
         Aggressive sampler: the proposal's W starts as a copy of the current W (the
         paper) or as the least-squares fit for the proposed basis clipped to ``bounds``;
         either way it then gets one Gibbs sweep given the proposed columns.
@@ -68,6 +69,12 @@ class BayesianID:
     w_estimate : {"mean", "map"}, default="map"
         The reported W for the reported basis: the posterior mean, or the posterior
         mode given the basis and sigma^2 (iterated conditional modes, converged).
+    swap_score : {"draw", "lstsq"}, default="lstsq"
+        Aggressive sampler: what the Barker choice between the current and the proposed
+        basis compares. "draw" (the paper) compares the SSE of their sampled W's, which
+        favours whichever W happens to be closer to its optimum; "lstsq" compares the SSE
+        of each basis's least-squares W clipped to ``bounds`` (like with like, O(K^2 N)
+        extra per iteration). W itself is sampled the same way in both.
     random_state : None, int, SeedSequence or Generator
 
     Attributes
@@ -118,10 +125,11 @@ class BayesianID:
     def __init__(self, n_components, *, model="gbt", aggressive=True, n_iter=500, burn_in=100,
                  thin=5, bounds=(-1.0, 1.0), alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0,
                  mu_mu=0.0, tau_mu=0.1, alpha_t=1.0, beta_t=1.0, init="auto",
-                 point_estimate="best", temperature=1.0, n_chains=1, proposal_init="lstsq",
+                 point_estimate="best", temperature=1.0, n_chains=1, proposal_init="copy",
                  n_candidates=8,
                  block_size=None, n_threads=2, missing="zero", n_trace_columns=10,
-                 refine_sweeps=20, w_estimate="map", random_state=None):
+                 refine_sweeps=20, w_estimate="map", swap_score="lstsq",
+                 random_state=None):
         self.n_components = n_components
         self.model = model
         self.aggressive = aggressive
@@ -149,6 +157,7 @@ class BayesianID:
         self.n_trace_columns = n_trace_columns
         self.refine_sweeps = refine_sweeps
         self.w_estimate = w_estimate
+        self.swap_score = swap_score
         self.random_state = random_state
 
     def get_params(self, deep=True):

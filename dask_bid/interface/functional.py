@@ -19,8 +19,9 @@ DEFAULTS = dict(
     model="gbt", aggressive=True, n_iter=500, burn_in=100, thin=5, bounds=(-1.0, 1.0),
     alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0, mu_mu=0.0, tau_mu=0.1, alpha_t=1.0,
     beta_t=1.0, init="auto", point_estimate="best", temperature=1.0, n_chains=1,
-    proposal_init="lstsq", n_candidates=8, block_size=None, n_threads=2, missing="zero",
-    n_trace_columns=10, refine_sweeps=20, w_estimate="map", random_state=None,
+    proposal_init="copy", n_candidates=8, block_size=None, n_threads=2, missing="zero",
+    n_trace_columns=10, refine_sweeps=20, w_estimate="map", swap_score="lstsq",
+    random_state=None,
 )
 
 
@@ -40,7 +41,7 @@ AUTO_CPQR_MAX_COLUMNS = 10_000
 
 #: The paper's exact sampler and summary (Lu 2022): pass as ``BayesianID(K, **PAPER_SETTINGS)``.
 PAPER_SETTINGS = dict(init="random", proposal_init="copy", point_estimate="mode",
-                      w_estimate="mean", refine_sweeps=0)
+                      w_estimate="mean", refine_sweeps=0, swap_score="draw")
 
 
 def A_n_cols(A):
@@ -157,7 +158,9 @@ def _chain_config(p) -> ChainConfig:
                        burn_in=p["burn_in"], thin=p["thin"], temperature=p["temperature"],
                        n_candidates=p["n_candidates"],
                        max_cached_rows=max(4 * p["n_candidates"], 16),
-                       point_estimate=p["point_estimate"], proposal_init=p["proposal_init"])
+                       point_estimate=p["point_estimate"], proposal_init=p["proposal_init"],
+                       w_init="prior" if isinstance(p["init"], str) and p["init"] == "random"
+                       else "lstsq", swap_score=p["swap_score"])
 
 
 def _fit_memory(X, p, mask=None, callback=None) -> BIDResult:

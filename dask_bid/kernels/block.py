@@ -29,6 +29,7 @@ __all__ = [
     "block_plain_propose",
     "block_plain_finish",
     "block_lstsq_start",
+    "block_lstsq_score",
     "block_icm",
     "block_set_mask_row",
     "block_posterior",
@@ -81,6 +82,8 @@ class StepContext(NamedTuple):
     # aggressive: pseudo-inverse of G2; when given, the proposal's W starts from the
     # clipped least-squares fit instead of a copy of the current W
     P2: np.ndarray | None = None
+    ls_start: bool = False  # start the proposal's W at clip(P2 @ H2) (else a copy of W)
+    ls_score: bool = False  # also return <H2, W_ls>, <W_ls, G2 W_ls> for W_ls = clip(P2 @ H2)
     J: np.ndarray | None = None  # the current basis (slot order), for masked swaps
 
 
@@ -164,7 +167,8 @@ def block_aggressive(state: BlockState, ctx: StepContext):
 
     Optionally promote the proposal to current, form the new proposal (row p of
     H from the cached row of the incoming column), sweep both W's.
-    Returns the new state and (hw1, wgw1, hw2, wgw2).
+    Returns the new state and (hw1, wgw1, hw2, wgw2), followed with ``ctx.ls_score`` by
+    the quadratics of the proposal's clipped least-squares W.
     """
     if ctx.take2:
         W, H, Mu, Tau, Gn = state.W2, state.H2, state.Mu2, state.Tau2, state.Gn2
@@ -174,10 +178,12 @@ def block_aggressive(state: BlockState, ctx: StepContext):
     W = W.copy()
     Mu, Tau = _copy(Mu), _copy(Tau)
     H2 = swapped_h(H, ctx.p, _row_of(state, ctx.u))
-    if ctx.P2 is None:
-        W2 = W.copy()
-    else:
-        W2 = np.clip(ctx.P2 @ H2, ctx.priors.a, ctx.priors.b)
+    score = ()
+    if ctx.ls_start or ctx.ls_score:
+        W_ls = np.clip(ctx.P2 @ H2, ctx.priors.a, ctx.priors.b)
+        if ctx.ls_score:
+            score = _quadratics(ctx.G2, Gn2, H2, W_ls)
+    W2 = W_ls if ctx.ls_start else W.copy()
     Mu2, Tau2 = _copy(Mu), _copy(Tau)
     g1 = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SWEEP)
     g2 = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SWEEP2)
@@ -185,7 +191,7 @@ def block_aggressive(state: BlockState, ctx: StepContext):
     hw2, wgw2 = _sweep_with_hyper(g2, ctx.G2, H2, W2, Mu2, Tau2, ctx.sigma2, ctx.priors, Gn2)
     new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, W2=W2, H2=H2, Mu2=Mu2, Tau2=Tau2,
                          Gn=Gn, Gn2=Gn2, mrow=None)
-    return _record(new, W, ctx.record), (hw1, wgw1, hw2, wgw2)
+    return _record(new, W, ctx.record), (hw1, wgw1, hw2, wgw2, *score)
 
 
 def block_plain_propose(state: BlockState, ctx: StepContext):
@@ -225,6 +231,19 @@ def block_plain_finish(state: BlockState, ctx: StepContext):
     new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, W2=None, Mu2=None, Tau2=None, Gn=Gn,
                          mrow=None)
     return _record(new, W, ctx.record), (hw, wgw)
+
+
+def _quadratics(G, Gn, H, W):
+    if Gn is None:
+        return float(np.vdot(H, W)), float(np.vdot(W, G @ W))
+    return float(np.vdot(H, W)), float(np.einsum("kn,nkl,ln->", W, Gn, W))
+
+
+def block_lstsq_score(state: BlockState, ctx: StepContext):
+    """(<H, W_ls>, <W_ls, G W_ls>) for the current basis's clipped least-squares
+    W_ls = clip(ctx.P2 @ H); the state is unchanged."""
+    W = np.clip(ctx.P2 @ state.H, ctx.priors.a, ctx.priors.b)
+    return state, _quadratics(ctx.G, state.Gn, state.H, W)
 
 
 def block_lstsq_start(state: BlockState, ctx: StepContext):
