@@ -127,3 +127,34 @@ def test_point_estimates(data, point_estimate):
         sse = res.draws_sse[0]
         best_key = keys[int(np.argmin(sse))]
         assert tuple(res.columns) == best_key
+
+
+def test_paper_settings_run_and_differ_from_defaults(data):
+    from dask_bid import PAPER_SETTINGS
+
+    paper = BayesianID(3, random_state=4, **PAPER_SETTINGS, **FAST).fit(data)
+    assert paper.get_params()["init"] == "random"
+    assert np.abs(paper.components_).max() <= 1.0
+    default = BayesianID(3, random_state=4, **FAST).fit(data)
+    assert not np.array_equal(paper.trace_["mse"], default.trace_["mse"])
+
+
+@pytest.mark.parametrize("swap_score", ["draw", "lstsq"])
+@pytest.mark.parametrize("w_estimate", ["mean", "map"])
+def test_swap_score_and_w_estimate_options(data, swap_score, w_estimate):
+    est = BayesianID(3, swap_score=swap_score, w_estimate=w_estimate, random_state=0,
+                     **FAST).fit(data)
+    assert np.abs(est.components_).max() <= 1.0
+    direct = np.mean((data - data[:, est.columns_] @ est.components_) ** 2)
+    assert est.mse_ == pytest.approx(direct, rel=1e-10)
+
+
+def test_map_estimate_is_the_bounded_least_squares_fit(data):
+    # W for the reported basis minimises the SSE within the bounds (up to the prior's
+    # negligible ridge): no box-constrained least-squares solution does better
+    from scipy.optimize import lsq_linear
+
+    est = BayesianID(3, w_estimate="map", random_state=0, **FAST).fit(data)
+    C = data[:, est.columns_]
+    best = sum(lsq_linear(C, data[:, n], bounds=(-1, 1)).cost * 2 for n in range(25))
+    assert est.mse_ * data.size <= best * (1 + 1e-6)
