@@ -300,7 +300,7 @@ def test_demo_runs_end_to_end(tmp_path):
     assert est.mse_ < 1.2 * 0.01 * 290 / 300
     assert re.search(r": 10 of 10 found", r.stdout), r.stdout
     # quiet means quiet
-    r = run_cli("demo", "--out", out, "--n-iter", "30", "--quiet")
+    r = run_cli("demo", "--out", out, "--n-iter", "10", "--quiet")
     assert r.returncode == 0 and r.stdout == "" and r.stderr == "", r.stderr[-2000:]
 
 
@@ -332,7 +332,7 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path):
 
     d, _, _ = data
     out = tmp_path / "r.zarr"
-    base = ["fit", d / "a.npy", "--k", "3", "--out", out, "--n-iter", "400", "--burn-in",
+    base = ["fit", d / "a.npy", "--k", "3", "--out", out, "--n-iter", "200", "--burn-in",
             "10", "--seed", "3", "--scheduler", "synchronous", "--checkpoint-every", "5"]
     p = subprocess.Popen([sys.executable, "-m", "dask_bid.interface.cli", *map(str, base)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

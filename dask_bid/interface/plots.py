@@ -69,7 +69,8 @@ def plot_trace(result, ax=None, *, which=("mse", "sigma2"), log=True, burn_in=Tr
         One Axes per entry of ``which`` (a single Axes when ``which`` has one entry).
     which : sequence of {"mse", "sigma2"}
     log : bool, default=True
-        Logarithmic y axis (the first iterations are orders of magnitude above the rest).
+        Logarithmic y axis when the trace spans more than a factor 10 (the first
+        iterations from a random start are orders of magnitude above the rest).
     burn_in : bool, default=True
         Shade the burn-in iterations.
 
@@ -95,7 +96,9 @@ def plot_trace(result, ax=None, *, which=("mse", "sigma2"), log=True, burn_in=Tr
     for a, field in zip(axes_arr, which, strict=True):
         for c in range(n_chains):
             a.plot(its, res.trace[field][c], lw=1.0, alpha=0.85, label=f"chain {c}")
-        if log and np.all(res.trace[field] > 0):
+        y = res.trace[field]
+        # a log axis only helps when the trace spans more than a decade
+        if log and np.all(y > 0) and y.max() > 10 * y.min():
             a.set_yscale("log")
         if burn_in and 0 < b < n_iter:
             a.axvspan(0, b, color="0.85", alpha=0.5, lw=0, label="burn-in")
