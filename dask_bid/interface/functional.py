@@ -169,14 +169,22 @@ def _fit_memory(X, p, mask=None, callback=None) -> BIDResult:
     cfg = _chain_config(p)
     n_trace = min(int(p["n_trace_columns"]), N)
     trace_cols = np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64)) if n_trace else ()
-    outputs, backends = [], []
-    for c in range(p["n_chains"]):
-        opts = dict(block_size=p["block_size"], n_threads=p["n_threads"],
-                    trace_cols=trace_cols)
-        be = MemoryBackend(X, **opts) if mask is None else MaskedMemoryBackend(X, mask, **opts)
-        J0 = _initial_columns(X, p, entropy, c)
-        outputs.append(run_chain(be, cfg, entropy, chain=c, J0=J0, callback=callback))
-        backends.append(be)
+    opts = dict(block_size=p["block_size"], n_threads=p["n_threads"], trace_cols=trace_cols)
+    backends = [MemoryBackend(X, **opts) if mask is None else MaskedMemoryBackend(X, mask, **opts)
+                for _ in range(p["n_chains"])]
+
+    def chain(c):
+        return run_chain(backends[c], cfg, entropy, chain=c,
+                         J0=_initial_columns(X, p, entropy, c), callback=callback)
+
+    # chains are independent streams: run them side by side (the kernels release the GIL)
+    if p["n_chains"] > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(p["n_chains"]) as pool:
+            outputs = list(pool.map(chain, range(p["n_chains"])))
+    else:
+        outputs = [chain(0)]
     try:
         return _summarise(p, outputs, backends, entropy, (M, N), trace_cols,
                           lambda cols, W: backends[0].sse(cols, W), mask=mask)
