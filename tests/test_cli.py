@@ -349,6 +349,8 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path):
     # (zarr's event loop may add a note of its own at interpreter exit)
     ours = [ln for ln in err.splitlines() if ln.startswith("dask-bid:")]
     assert ours == ["dask-bid: interrupted (continue with --resume)"], err[-2000:]
+    info = run_cli("info", out)
+    assert info.returncode == 0 and "continue it: dask-bid fit ... --resume" in info.stdout
     r = run_cli(*base, "--resume", "-q")
     assert r.returncode == 0, r.stderr[-2000:]
     ref_out = tmp_path / "ref.zarr"

@@ -83,7 +83,7 @@ def run_demo(out="dask-bid-demo", *, quiet=False, n_iter=None, n_workers=2, sche
     scheduler : str, optional
         Address of a running Dask scheduler to use instead of a local cluster.
     plot : bool
-        Write ``result.png``.
+        Write ``result.png`` (skipped, with a note, when matplotlib is not installed).
 
     Returns
     -------
@@ -144,12 +144,18 @@ def run_demo(out="dask-bid-demo", *, quiet=False, n_iter=None, n_workers=2, sche
         if cluster is not None:
             cluster.close()
 
+    plot_note = None
     if plot:
         from . import plots
 
-        fig = plots.plot_overview(res, planted=planted)
-        fig.savefig(paths["plot"], dpi=110)
-        plots.close(fig)
+        try:
+            fig = plots.plot_overview(res, planted=planted)
+        except ImportError:
+            # matplotlib is an optional extra: the demo still runs without it
+            plot_note = 'skipped: matplotlib is not installed (pip install "dask_bid[plot]")'
+        else:
+            fig.savefig(paths["plot"], dpi=110)
+            plots.close(fig)
     timings["total"] = time.perf_counter() - t_all
     lines = result_lines(res, planted=planted)
     lines += [
@@ -158,8 +164,10 @@ def run_demo(out="dask-bid-demo", *, quiet=False, n_iter=None, n_workers=2, sche
         f"result       {paths['result']}  (dask-bid info {paths['result']})",
     ]
     if plot:
-        lines.append(f"plot         {paths['plot']}")
+        lines.append(f"plot         {plot_note or paths['plot']}")
     _say(quiet, *lines)
     sys.stdout.flush()
+    if plot_note is not None:
+        paths["plot"] = None
     return {"result": res, "planted": planted, "rid_mse": float(rid.mse_), "paths": paths,
             "timings": timings, "settings": s}
