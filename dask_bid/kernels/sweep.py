@@ -41,18 +41,31 @@ def conditional_params(G, h_n, w_n, k, sigma2, mu, tau):
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def _sweep(gen, G, Ht, Wt, Rt, Mut, Taut, hier, mu0, tau0, inv_s2, a, b, mode):
+def _sweep(gen, Gn, masked, Ht, Wt, Rt, Mut, Taut, hier, mu0, tau0, inv_s2, a, b, mode):
     # Column-major views (row n of Wt is column n of W): one column's K entries are
     # contiguous, so a column costs a few cache lines rather than K of them.
-    # Rt enters as (G W)^T (one BLAS call for the block) and is kept current with one
-    # contiguous axpy per drawn entry.
+    # Unmasked: one Gram Gn[0] for every column and Rt = (G W)^T from one BLAS call.
+    # missing="mask": column n has its own Gram Gn[n] over its observed rows, and its
+    # r = Gn[n] w_n is formed here. Either way r is kept current with one contiguous
+    # axpy per drawn entry.
     nb, K = Wt.shape
+    rbuf = np.empty(K)
     hw = 0.0
     wgw = 0.0
     for n in range(nb):
         w = Wt[n]
-        r = Rt[n]
         h = Ht[n]
+        if masked:
+            G = Gn[n]
+            for k in range(K):
+                acc = 0.0
+                for j in range(K):
+                    acc += G[k, j] * w[j]
+                rbuf[k] = acc
+            r = rbuf
+        else:
+            G = Gn[0]
+            r = Rt[n]
         for k in range(K):
             gkk = G[k, k]
             old = w[k]
@@ -65,49 +78,6 @@ def _sweep(gen, G, Ht, Wt, Rt, Mut, Taut, hier, mu0, tau0, inv_s2, a, b, mode):
             mt, tt = _conditional(h[k], r[k], gkk, old, inv_s2, m, t)
             if mode:
                 # iterated conditional modes: the GTN's mode is its clipped parent mean
-                new = min(max(mt, a), b)
-            else:
-                new = gtn_draw(gen, mt, tt, a, b)
-            d = new - old
-            if d != 0.0:
-                gk = G[k]
-                for j in range(K):
-                    r[j] += gk[j] * d
-            w[k] = new
-        for k in range(K):
-            hw += h[k] * w[k]
-            wgw += w[k] * r[k]
-    return hw, wgw
-
-
-@njit(nogil=True, cache=True, error_model="numpy")
-def _sweep_masked(gen, Gn, Ht, Wt, Mut, Taut, hier, mu0, tau0, inv_s2, a, b, mode):
-    # missing="mask": column n has its own Gram Gn[n] = C[O_n]^T C[O_n] over its
-    # observed rows O_n; otherwise the same sweep as _sweep
-    nb, K = Wt.shape
-    r = np.empty(K)
-    hw = 0.0
-    wgw = 0.0
-    for n in range(nb):
-        G = Gn[n]
-        w = Wt[n]
-        h = Ht[n]
-        for k in range(K):
-            acc = 0.0
-            for j in range(K):
-                acc += G[k, j] * w[j]
-            r[k] = acc
-        for k in range(K):
-            gkk = G[k, k]
-            old = w[k]
-            if hier:
-                m = Mut[n, k]
-                t = Taut[n, k]
-            else:
-                m = mu0
-                t = tau0
-            mt, tt = _conditional(h[k], r[k], gkk, old, inv_s2, m, t)
-            if mode:
                 new = min(max(mt, a), b)
             else:
                 new = gtn_draw(gen, mt, tt, a, b)
@@ -154,17 +124,13 @@ def sweep_block(gen, G, H, W, sigma2, priors, Mu=None, Tau=None, mode=False, Gn=
     if gen is None:  # mode=True draws nothing; the kernel still needs a Generator type
         gen = np.random.default_rng(0)
     Wt = np.ascontiguousarray(W.T)
-    if Gn is not None:
-        out = _sweep_masked(gen, Gn, np.ascontiguousarray(H.T), Wt,
-                            np.ascontiguousarray(Mu.T) if hier else dummy,
-                            np.ascontiguousarray(Tau.T) if hier else dummy, hier,
-                            float(priors.mu), float(priors.tau), 1.0 / float(sigma2),
-                            float(priors.a), float(priors.b), bool(mode))
-        W[...] = Wt.T
-        return out
-    G = np.ascontiguousarray(G, dtype=np.float64)
-    Rt = Wt @ G  # (G W)^T, G symmetric
-    out = _sweep(gen, G, np.ascontiguousarray(H.T), Wt, Rt,
+    masked = Gn is not None
+    if masked:
+        Rt = dummy
+    else:
+        Gn = np.ascontiguousarray(G, dtype=np.float64)[None]
+        Rt = Wt @ Gn[0]  # (G W)^T, G symmetric
+    out = _sweep(gen, Gn, masked, np.ascontiguousarray(H.T), Wt, Rt,
                  np.ascontiguousarray(Mu.T) if hier else dummy,
                  np.ascontiguousarray(Tau.T) if hier else dummy, hier,
                  float(priors.mu), float(priors.tau), 1.0 / float(sigma2),
