@@ -21,7 +21,14 @@ from .._errors import (
     StoreNotFoundError,
 )
 
-__all__ = ["MatrixSource", "as_matrix_source", "open_zarr_array", "check_float_dtype"]
+__all__ = [
+    "MatrixSource",
+    "as_matrix_source",
+    "open_zarr_array",
+    "check_float_dtype",
+    "GuardedZarrArray",
+    "zarr_array_location",
+]
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,17 @@ class MatrixSource:
     shape: tuple[int, int]
     dtype: np.dtype
 
+    def reader(self):
+        """What chunked reads should go through.
+
+        For Zarr input a :class:`GuardedZarrArray` (a failed chunk read raises
+        :class:`~dask_bid.CorruptStoreError` naming the store and the chunk); the array
+        itself otherwise.
+        """
+        if self.kind == "zarr":
+            return GuardedZarrArray(self.array, self.path)
+        return self.array
+
     def to_dask(self, chunks=None):
         """A dask array view (lazy for Zarr and dask input), converted to float64."""
         import dask.array as da
@@ -50,7 +68,8 @@ class MatrixSource:
         if self.kind == "dask":
             x = self.array
         elif self.kind == "zarr":
-            x = da.from_array(self.array, chunks=self.array.chunks if chunks is None else chunks,
+            x = da.from_array(self.reader(),
+                              chunks=self.array.chunks if chunks is None else chunks,
                               lock=False, asarray=True, name=False)
         else:
             x = da.from_array(self.array, chunks="auto" if chunks is None else chunks)
@@ -84,25 +103,131 @@ def _is_url(s: str) -> bool:
     return "://" in s
 
 
+class GuardedZarrArray:
+    """Read-only view of a ``zarr.Array`` whose failed reads say which store is damaged.
+
+    Zarr reports an undecodable chunk as whatever its codec raises (``RuntimeError``
+    from zstd, ``ValueError`` for a wrong size, ``OSError`` for an unreadable file). Reads
+    through this view turn any of them into :class:`~dask_bid.CorruptStoreError` naming
+    the store path and the chunk keys, so that a fit dies with a message saying which file
+    to restore. Picklable: dask ships it to the workers, which do the reads.
+    """
+
+    def __init__(self, array, path=None):
+        self._array = array
+        self._path = path
+
+    @property
+    def shape(self):
+        return self._array.shape
+
+    @property
+    def dtype(self):
+        return self._array.dtype
+
+    @property
+    def ndim(self):
+        return self._array.ndim
+
+    @property
+    def chunks(self):
+        return self._array.chunks
+
+    def __len__(self):
+        return self.shape[0]
+
+    def _bad_chunks(self, key):
+        """The chunk files a failed read of ``key`` touched, the undecodable ones if
+        they can be told apart (by reading each alone: only on the error path)."""
+        try:
+            if not isinstance(key, tuple):
+                key = (key,)
+            key = key + (slice(None),) * (self.ndim - len(key))
+            ranges = []
+            for k, n, c in zip(key, self.shape, self.chunks, strict=True):
+                if isinstance(k, slice):
+                    start, stop, _ = k.indices(n)
+                else:
+                    start, stop = int(k), int(k) + 1
+                ranges.append(range(start // c, max(start // c + 1, -(-stop // c))))
+            coords = [(i, j) for i in ranges[0] for j in ranges[1]]
+            bad = []
+            for i, j in coords:
+                (rc, cc) = self.chunks
+                try:
+                    self._array[i * rc:(i + 1) * rc, j * cc:(j + 1) * cc]
+                except Exception:
+                    bad.append((i, j))
+            enc = self._array.metadata.encode_chunk_key
+            keys = [enc(c) for c in (bad or coords)]
+        except Exception:
+            return ""
+        shown = ", ".join(keys[:4]) + (f" (+{len(keys) - 4} more)" if len(keys) > 4 else "")
+        return f", chunk {shown}"
+
+    def __getitem__(self, key):
+        try:
+            return self._array[key]
+        except (CorruptStoreError, MemoryError):
+            raise
+        except Exception as exc:
+            raise CorruptStoreError(
+                f"cannot read the Zarr array at {self._path!r}{self._bad_chunks(key)}: "
+                f"{type(exc).__name__}: {exc}. The store is damaged or unreadable; restore "
+                "that chunk from a copy, or rewrite the array (e.g. with "
+                "dask_bid.engine.to_zarr)."
+            ) from exc
+
+    def __array__(self, dtype=None, copy=None):
+        x = self[...]
+        return x if dtype is None else x.astype(dtype)
+
+    def __repr__(self):
+        return f"GuardedZarrArray({self._path!r}, shape={self.shape}, dtype={self.dtype})"
+
+
+def zarr_array_location(array) -> str | None:
+    """Where a ``zarr.Array`` lives: a filesystem path for local stores, else a URL.
+
+    A local path (not ``file://...``) so that the engine's "output overlaps the input"
+    check compares like with like.
+    """
+    store = getattr(array, "store", None)
+    root = getattr(store, "root", None)
+    if root is not None and type(store).__name__ == "LocalStore":
+        sub = getattr(array, "path", "") or ""
+        return os.path.join(os.fspath(root), *[p for p in sub.split("/") if p])
+    return str(array.store_path) if hasattr(array, "store_path") else None
+
+
 def open_zarr_array(path, *, storage_options=None):
     """Open an existing Zarr array read-only, with errors that say what is wrong."""
     import zarr
 
     spath = os.fspath(path)
+    if spath.startswith("file://"):
+        spath = spath[len("file://"):]
     if not _is_url(spath) and not os.path.exists(spath):
-        raise StoreNotFoundError(f"no Zarr store at {spath!r}: the path does not exist")
+        raise StoreNotFoundError(
+            f"no Zarr store at {spath!r}: the path does not exist. Check the path, or write "
+            "the matrix first, e.g. with dask_bid.engine.to_zarr(A, path).")
     try:
         node = zarr.open(spath, mode="r", storage_options=storage_options)
     except FileNotFoundError as exc:
-        raise StoreNotFoundError(f"no Zarr store at {spath!r}: {exc}") from exc
+        raise StoreNotFoundError(
+            f"no Zarr store at {spath!r}: {exc}. The path exists but holds no Zarr metadata "
+            "(zarr.json or .zarray); pass the path of a Zarr array.") from exc
     except Exception as exc:  # zarr raises several types for unreadable metadata
         raise CorruptStoreError(
-            f"cannot read Zarr metadata at {spath!r} ({type(exc).__name__}: {exc}); "
-            "is it a Zarr store?"
+            f"cannot read Zarr metadata at {spath!r} ({type(exc).__name__}: {exc}). The "
+            "metadata (zarr.json or .zarray) is damaged or not Zarr: restore it from a copy, "
+            "or rewrite the array (e.g. with dask_bid.engine.to_zarr)."
         ) from exc
     if not isinstance(node, zarr.Array):
         names = sorted(node.array_keys()) if hasattr(node, "array_keys") else []
-        hint = f" It contains arrays {names}; pass e.g. {spath!r} + '/{names[0]}'." if names else ""
+        hint = (f" It contains the arrays {names}: pass one of them, e.g. "
+                f"{spath.rstrip('/') + '/' + names[0]!r}." if names else
+                " It contains no array: pass the path of a Zarr array.")
         raise NotAnArrayError(f"{spath!r} is a Zarr group, not an array.{hint}")
     return node
 
@@ -127,8 +252,11 @@ def as_matrix_source(A, *, storage_options=None) -> MatrixSource:
         A = open_zarr_array(path, storage_options=storage_options)
     if isinstance(A, zarr.Array):
         kind = "zarr"
-        if path is None:
-            path = str(A.store_path) if hasattr(A, "store_path") else None
+        # a local store is named by its filesystem path whatever the user passed
+        # (relative path, file:// URL, zarr.Array): the output-overlap check needs it
+        local = zarr_array_location(A)
+        if path is None or (local is not None and not _is_url(local)):
+            path = local
     elif type(A).__module__.startswith("dask.array") or (
         hasattr(A, "dask") and hasattr(A, "chunks") and hasattr(A, "compute")
     ):

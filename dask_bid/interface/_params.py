@@ -16,13 +16,14 @@ from .._errors import ParameterError
 from ..kernels.priors import MODELS, Priors
 
 __all__ = ["validate_params", "POINT_ESTIMATES", "INITS", "MISSING", "PROPOSAL_INITS",
-           "W_ESTIMATES", "HYPERPARAMETERS"]
+           "W_ESTIMATES", "SWAP_SCORES", "HYPERPARAMETERS"]
 
 POINT_ESTIMATES = ("mode", "best")
 INITS = ("auto", "random", "sketch", "cpqr")
 MISSING = ("zero", "mask")
 PROPOSAL_INITS = ("copy", "lstsq")
 W_ESTIMATES = ("mean", "map")
+SWAP_SCORES = ("draw", "lstsq")
 
 #: Strictly positive parameters, with what they are (for the messages) and the default.
 HYPERPARAMETERS = {
@@ -188,6 +189,9 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
         out["refine_sweeps"] = _int(
             "refine_sweeps", p["refine_sweeps"], 0,
             hint=" It is the number of sweeps of W with the reported basis fixed; 0 for none.")
+    if "swap_score" in p:
+        out["swap_score"] = _choice("swap_score", p["swap_score"], SWAP_SCORES,
+                                    " (how proposed bases are compared)")
     if "w_estimate" in p:
         out["w_estimate"] = _choice("w_estimate", p["w_estimate"], W_ESTIMATES,
                                     " (posterior mean or mode of W for the reported basis)")

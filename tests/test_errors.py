@@ -1,0 +1,597 @@
+"""Bad input is refused early, with a specific exception and a message naming the fix.
+
+Every case of ``docs/errors.md`` is exercised through the public API (``BayesianID.fit``
+or ``bayesian_id``), for numpy input in memory and for dask / Zarr input on the engine
+(dask's synchronous scheduler, and a LocalCluster with a worker process where an error
+has to travel back from a worker). Two guarantees are tested beyond the messages:
+
+- validation reads no data: a bad parameter on a 10 GB Zarr array whose chunk files do
+  not exist (and one of which is garbage) fails at once with the parameter's error;
+- the input store is never written: every file of it is hashed before and after failing
+  and succeeding runs.
+"""
+
+import hashlib
+import logging
+import os
+import re
+import socket
+import time
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+
+import dask_bid
+from dask_bid import BayesianID, bayesian_id
+from dask_bid._errors import (
+    CorruptStoreError,
+    DaskBidError,
+    InputDTypeError,
+    InputShapeError,
+    NonFiniteInputError,
+    NotAnArrayError,
+    OutputExistsError,
+    OutputLocationError,
+    ParameterError,
+    SchedulerUnreachableError,
+    StoreNotFoundError,
+)
+from dask_bid.baselines import RandomizedID
+from dask_bid.interface._params import validate_params
+from dask_bid.interface.functional import DEFAULTS
+
+FAST = dict(n_iter=6, burn_in=2, thin=1, random_state=0)
+SYNC = dict(client="synchronous")
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
+
+
+@pytest.fixture(scope="module")
+def A():
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((30, 10)) @ np.diag(np.linspace(1, 2, 10))
+
+
+def write_store(path, data, chunks=(10, 10)):
+    if chunks is None or any(c < 1 for c in chunks) or len(chunks) != data.ndim:
+        chunks = tuple(max(1, n) for n in data.shape)
+    z = zarr.create_array(store=str(path), shape=data.shape, chunks=chunks, dtype=data.dtype,
+                          zarr_format=3)
+    z[...] = data
+    return str(path)
+
+
+@pytest.fixture
+def store(tmp_path, A):
+    return write_store(tmp_path / "A.zarr", A)
+
+
+@pytest.fixture(scope="module")
+def cluster_client():
+    """One worker process: errors raised on it must reach the client with their type."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        yield client
+
+
+def corrupt_chunk(store_path, key="c/1/0"):
+    chunk = Path(store_path) / key
+    assert chunk.is_file()  # the chunk exists: we damage it, we do not remove it
+    chunk.write_bytes(b"\x00garbage, not a zstd frame" * 3)
+    return str(chunk)
+
+
+def closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_every_error_subclasses_the_base_and_a_builtin():
+    for name in dask_bid._errors.__all__:
+        cls = getattr(dask_bid._errors, name)
+        assert issubclass(cls, DaskBidError)
+        if cls is not DaskBidError:
+            builtin = [b for b in cls.__mro__ if b.__module__ == "builtins" and b is not object
+                       and b is not Exception and b is not BaseException]
+            assert builtin, f"{name} subclasses no builtin exception a user would catch"
+
+
+def test_every_error_type_has_a_row_in_docs():
+    text = DOCS.read_text()
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    for name in dask_bid._errors.__all__:
+        if name == "DaskBidError":
+            continue
+        assert any(f"`{name}`" in r for r in rows), f"{name} has no row in docs/errors.md"
+
+
+# --------------------------------------------------------------------------- shape
+SHAPES = [
+    (np.ones(12), "2-D matrix.*1-D shape"),
+    (np.ones((2, 3, 4)), "2-D matrix.*3-D shape"),
+    (np.ones((0, 5)), "empty"),
+    (np.ones((5, 0)), "empty"),
+    (np.ones((6, 1)), "1 column.*at least 2 columns"),
+    (np.float64(3.0), "0-D"),
+]
+
+
+@pytest.mark.parametrize("x,match", SHAPES, ids=["1d", "3d", "no-rows", "no-cols", "1-col",
+                                                  "scalar"])
+@pytest.mark.parametrize("kind", ["numpy", "dask", "zarr"])
+def test_input_shape(x, match, kind, tmp_path):
+    if kind == "dask":
+        x = da.from_array(x)
+    elif kind == "zarr":
+        x = write_store(tmp_path / "x.zarr", np.asarray(x), chunks=None)
+    with pytest.raises(InputShapeError, match=match):
+        BayesianID(1, **FAST).fit(x, **SYNC)
+
+
+# --------------------------------------------------------------------------- K
+@pytest.mark.parametrize("K,match", [
+    (0, r"n_components must be between 1 and 9, got 0\..*1 <= K < N \(N = 10\)"),
+    (-3, "between 1 and 9, got -3"),
+    (10, "between 1 and 9, got 10"),
+    (11, "between 1 and 9, got 11"),
+    (3.0, "n_components must be an integer, got 3.0"),
+    (2.5, "must be an integer, got 2.5"),
+    ("3", "must be an integer, got '3'"),
+    (None, "must be an integer, got None"),
+    (True, "must be an integer, got True"),
+])
+def test_n_components(A, K, match):
+    with pytest.raises(ParameterError, match=match):
+        BayesianID(K, **FAST).fit(A)
+    with pytest.raises(ParameterError, match=match):
+        bayesian_id(A, K, **FAST)
+
+
+def test_numpy_integer_K_is_accepted(A):
+    a = BayesianID(np.int64(3), **FAST).fit(A)
+    b = BayesianID(3, **FAST).fit(A)
+    np.testing.assert_array_equal(a.columns_, b.columns_)
+
+
+# --------------------------------------------------------------------------- parameters
+PARAMS = [
+    (dict(bounds=(1.0, -1.0)), r"bounds must satisfy a < b, got a=1.0, b=-1.0"),
+    (dict(bounds=(1.0, 1.0)), "a < b"),
+    (dict(bounds=(-1.0, 0.5)), r"must contain 0 and 1.*W\[:, J\] to the identity"),
+    (dict(bounds=(0.2, 1.0)), "must contain 0 and 1"),
+    (dict(bounds=(-np.inf, np.inf)), "bounds must be finite"),
+    (dict(bounds=(np.nan, 1.0)), "bounds must be finite"),
+    (dict(bounds=(-1, 0, 1)), r"pair \(a, b\)"),
+    (dict(bounds="ab"), r"pair \(a, b\)"),
+    (dict(bounds=None), r"pair \(a, b\)"),
+    (dict(tau=0.0), r"tau must be a positive finite number, got 0.0.*precision.*> 0"),
+    (dict(tau=-1), "tau must be a positive"),
+    (dict(alpha_sigma=0), "alpha_sigma must be a positive"),
+    (dict(beta_sigma=-0.5), "beta_sigma must be a positive"),
+    (dict(beta_sigma=np.inf), "beta_sigma must be a positive finite number, got inf"),
+    (dict(tau_mu=0), "tau_mu must be a positive"),
+    (dict(alpha_t=-2.0), "alpha_t must be a positive"),
+    (dict(beta_t=np.nan), "beta_t must be a positive"),
+    (dict(temperature=0), "temperature must be a positive"),
+    (dict(tau="1"), "tau must be a positive finite number, got '1'"),
+    (dict(mu=np.nan), "mu must be a finite number"),
+    (dict(mu_mu=np.inf), "mu_mu must be a finite number"),
+    (dict(n_iter=10, burn_in=10), r"burn_in \(10\) must be smaller than n_iter \(10\).*Lower"),
+    (dict(n_iter=10, burn_in=25), r"burn_in \(25\) must be smaller than n_iter \(10\)"),
+    (dict(burn_in=-1), "burn_in must be >= 0"),
+    (dict(n_iter=0, burn_in=0), "n_iter must be >= 1"),
+    (dict(n_iter=5.5), "n_iter must be an integer"),
+    (dict(thin=0), "thin must be >= 1, got 0.*thin=1"),
+    (dict(thin=-2), "thin must be >= 1"),
+    (dict(thin=1.5), "thin must be an integer"),
+    (dict(model="gbtx"), r"unknown model 'gbtx'; choose one of 'gbt', 'gbtn'"),
+    (dict(model=""), "unknown model ''"),
+    (dict(model=None), "unknown model None"),
+    (dict(point_estimate="mean"), "unknown point_estimate 'mean'; choose one of 'mode', 'best'"),
+    (dict(init="kmeans"), "unknown init 'kmeans'.*or pass K column indices"),
+    (dict(init=[0, 1]), "K=3 integer column indices"),
+    (dict(init=[0, 1, 1]), r"3 distinct indices in \[0, 10\)"),
+    (dict(init=[0, 1, 10]), r"3 distinct indices in \[0, 10\)"),
+    (dict(init=[0.0, 1.0, 2.0]), "integer column indices"),
+    (dict(proposal_init="zero"), "unknown proposal_init 'zero'"),
+    (dict(missing="drop"), r"unknown missing 'drop'; choose one of 'zero', 'mask'"),
+    (dict(missing=None), "unknown missing None"),
+    (dict(aggressive="yes"), "aggressive must be True"),
+    (dict(n_chains=0), "n_chains must be >= 1"),
+    (dict(n_candidates=0), "n_candidates must be >= 1"),
+    (dict(block_size=0), "block_size must be >= 1"),
+    (dict(n_threads=0), "n_threads must be >= 1"),
+    (dict(n_trace_columns=-1), "n_trace_columns must be >= 0"),
+    (dict(random_state=-1), "random_state must be None, a non-negative integer"),
+    (dict(random_state="seed"), "random_state must be None"),
+    (dict(refine_sweeps=-1), "refine_sweeps must be >= 0"),
+    (dict(w_estimate="median"), "unknown w_estimate 'median'; choose one of 'mean', 'map'"),
+    (dict(swap_score="sse"), "unknown swap_score 'sse'; choose one of 'draw', 'lstsq'"),
+]
+
+
+@pytest.mark.parametrize("kwargs,match", PARAMS,
+                         ids=[f"{i:02d}-{list(kw)[-1]}" for i, (kw, _) in enumerate(PARAMS)])
+def test_parameter_errors(A, kwargs, match):
+    params = {**FAST, **kwargs}
+    with pytest.raises(ParameterError, match=match):
+        BayesianID(3, **params).fit(A)
+
+
+def test_parameter_error_is_a_value_error(A):
+    with pytest.raises(ValueError):
+        BayesianID(3, **{**FAST, "tau": 0}).fit(A)
+
+
+@pytest.mark.parametrize("name", ["GBT", "Gbtn", "gbt", "GBTN"])
+def test_model_names_are_case_insensitive(A, name):
+    est = BayesianID(3, model=name, **FAST).fit(A)
+    assert est.result_.params["model"] == name.lower()
+    ref = BayesianID(3, model=name.lower(), **FAST).fit(A)
+    np.testing.assert_array_equal(est.components_, ref.components_)
+
+
+def test_validation_accepts_every_documented_choice():
+    base = {**DEFAULTS, "n_components": 3}
+    for missing in ("zero", "mask", "MASK"):
+        assert validate_params({**base, "missing": missing}, 10)["missing"] == missing.lower()
+    for init in ("auto", "random", "sketch", "cpqr", [0, 4, 9], np.array([1, 2, 3])):
+        validate_params({**base, "init": init}, 10)
+    p = validate_params({**base, "bounds": [-2, 2], "n_components": np.int32(9)}, 10)
+    assert p["bounds"] == (-2.0, 2.0) and p["priors"].a == -2.0 and p["n_components"] == 9
+    assert type(p["n_components"]) is int
+
+
+def test_unknown_keyword_is_a_type_error(A):
+    with pytest.raises(TypeError, match="unexpected keyword arguments.*'n_iters'"):
+        bayesian_id(A, 3, n_iters=10)
+
+
+# --------------------------------------------------------------------------- dtypes
+def _bad_dtypes(A):
+    return [
+        (A.astype(np.complex128), "complex128 is not supported"),
+        (A.astype(object), "object is not supported"),
+        (A.astype(str), "<U.* is not supported"),
+        (A.astype(np.float64).view("datetime64[ns]"), "datetime64.*not supported"),
+        (np.zeros((4, 3), dtype="S2"), "S2 is not supported"),
+        ([[1.0, 2.0], [3.0]], "cannot convert input of type list"),
+    ]
+
+
+@pytest.mark.parametrize("i", range(6), ids=["complex", "object", "str", "datetime", "bytes",
+                                             "ragged"])
+def test_refused_dtypes(A, i):
+    x, match = _bad_dtypes(A)[i]
+    with pytest.raises(InputDTypeError, match=match):
+        BayesianID(1, **FAST).fit(x)
+    with pytest.raises(TypeError):  # InputDTypeError is a TypeError
+        bayesian_id(x, 1, **FAST)
+
+
+def test_refused_dtypes_out_of_core(A, tmp_path):
+    with pytest.raises(InputDTypeError, match="complex64 is not supported"):
+        BayesianID(3, **FAST).fit(da.from_array(A.astype(np.complex64)), **SYNC)
+    path = write_store(tmp_path / "c.zarr", A.astype(np.complex128))
+    with pytest.raises(InputDTypeError, match="complex128 is not supported"):
+        BayesianID(3, **FAST).fit(path, **SYNC)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16, np.bool_])
+def test_integer_and_boolean_input_equals_the_float_fit(dtype):
+    rng = np.random.default_rng(3)
+    if dtype is np.bool_:
+        X = rng.random((30, 10)) < 0.5
+    else:
+        X = rng.integers(0, 100, (30, 10)).astype(dtype)
+    kw = dict(n_iter=20, burn_in=5, thin=1, random_state=4)
+    a = BayesianID(3, **kw).fit(X)
+    b = BayesianID(3, **kw).fit(X.astype(np.float64))
+    np.testing.assert_array_equal(a.columns_, b.columns_)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    assert a.mse_ == b.mse_
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.bool_])
+def test_integer_and_float32_stores_equal_the_float64_store(tmp_path, dtype):
+    rng = np.random.default_rng(5)
+    X = (rng.integers(-50, 50, (30, 10)) if dtype is not np.bool_
+         else rng.random((30, 10)) < 0.5).astype(dtype)
+    kw = dict(n_iter=12, burn_in=4, thin=1, random_state=6)
+    a = bayesian_id(write_store(tmp_path / "x.zarr", X), 3, **kw, **SYNC)
+    b = bayesian_id(write_store(tmp_path / "f.zarr", X.astype(np.float64)), 3, **kw, **SYNC)
+    np.testing.assert_array_equal(a.columns, b.columns)
+    np.testing.assert_array_equal(a.components, b.components)
+
+
+# --------------------------------------------------------------------------- non-finite
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("missing", ["zero", None])
+def test_non_finite_numpy_input_is_refused_at_once(A, bad, missing):
+    X = A.copy()
+    X[3, 4] = bad
+    X[7, 1] = bad
+    kw = {} if missing is None else {"missing": missing}
+    with pytest.raises(NonFiniteInputError, match=r"2 NaN or infinite entries.*missing='mask'"):
+        BayesianID(3, **FAST, **kw).fit(X)
+
+
+def test_non_finite_numpy_input_is_refused_before_any_output(A, tmp_path):
+    X = A.copy()
+    X[0, 0] = np.nan
+    out = tmp_path / "out.zarr"
+    with pytest.raises(NonFiniteInputError, match="missing='mask'"):
+        BayesianID(3, **FAST).fit(X, out=str(out), **SYNC)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", ["dask", "zarr"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_out_of_core_input_is_found_by_the_first_pass(A, tmp_path, kind, bad):
+    X = A.copy()
+    X[25, 9] = bad  # in the last row chunk: the whole matrix is scanned, not a sample
+    x = da.from_array(X, chunks=(10, 10)) if kind == "dask" else \
+        write_store(tmp_path / "nan.zarr", X)
+    for init in ("random", "auto", "sketch"):  # the sampler's first pass, or the init's
+        with pytest.raises(NonFiniteInputError, match=r"NaN or infinit.*missing='mask'"):
+            BayesianID(3, missing="zero", init=init, **FAST).fit(x, **SYNC)
+
+
+# --------------------------------------------------------------------------- stores
+def test_missing_store(tmp_path):
+    path = str(tmp_path / "nowhere.zarr")
+    with pytest.raises(StoreNotFoundError, match=re.escape(repr(path)) + ".*does not exist"):
+        BayesianID(3, **FAST).fit(path)
+    with pytest.raises(FileNotFoundError):
+        bayesian_id(Path(path), 3, **FAST)
+
+
+@pytest.mark.parametrize("what", ["empty-dir", "plain-file"])
+def test_path_without_zarr_metadata(tmp_path, what):
+    path = tmp_path / "thing"
+    if what == "empty-dir":
+        path.mkdir()
+    else:
+        path.write_text("not a store")
+    with pytest.raises(StoreNotFoundError, match="holds no Zarr metadata"):
+        BayesianID(3, **FAST).fit(str(path))
+
+
+def test_group_where_an_array_is_expected(tmp_path, A):
+    g = zarr.open_group(str(tmp_path / "g.zarr"), mode="w", zarr_format=3)
+    g.create_array("matrix", shape=A.shape, dtype=A.dtype)[...] = A
+    g.create_group("sub")
+    with pytest.raises(NotAnArrayError, match=r"is a Zarr group, not an array.*"
+                                              + re.escape(repr(str(tmp_path / "g.zarr/matrix")))):
+        BayesianID(3, **FAST).fit(str(tmp_path / "g.zarr"))
+    zarr.open_group(str(tmp_path / "empty.zarr"), mode="w", zarr_format=3)
+    with pytest.raises(NotAnArrayError, match="contains no array"):
+        BayesianID(3, **FAST).fit(str(tmp_path / "empty.zarr"))
+    # the array inside the group is accepted
+    BayesianID(3, **FAST).fit(str(tmp_path / "g.zarr" / "matrix"), **SYNC)
+
+
+def test_corrupt_metadata(store):
+    Path(store, "zarr.json").write_text('{"zarr_format": 3, "node_type": ')
+    with pytest.raises(CorruptStoreError, match=re.escape(repr(store)) + ".*metadata"):
+        BayesianID(3, **FAST).fit(store)
+
+
+def test_corrupt_chunk_is_reported_when_read(store):
+    corrupt_chunk(store, "c/1/0")
+    # opening reads metadata only: the damage is found when the engine reads the chunk
+    with pytest.raises(CorruptStoreError,
+                       match=re.escape(repr(store)) + ", chunk c/1/0: .*restore that chunk"):
+        BayesianID(3, **FAST).fit(store, **SYNC)
+
+
+def test_corrupt_chunk_error_comes_back_from_a_worker_process(store, cluster_client):
+    corrupt_chunk(store, "c/2/0")
+    with pytest.raises(CorruptStoreError, match=re.escape(repr(store)) + ", chunk c/2/0"):
+        BayesianID(3, **FAST).fit(store, client=cluster_client)
+
+
+def test_corrupt_chunk_in_other_readers(store):
+    corrupt_chunk(store, "c/0/0")
+    # the sketch initialisation and the baselines read through the same guarded view
+    with pytest.raises(CorruptStoreError, match="chunk c/0/0"):
+        BayesianID(3, init="sketch", **FAST).fit(store, **SYNC)
+    with pytest.raises(CorruptStoreError, match="chunk c/0/0"):
+        RandomizedID(3, random_state=0).fit(store)
+
+
+def test_truncated_chunk(store):
+    chunk = Path(store, "c", "2", "0")
+    chunk.write_bytes(chunk.read_bytes()[:20])
+    with pytest.raises(CorruptStoreError, match="chunk c/2/0"):
+        BayesianID(3, **FAST).fit(store, **SYNC)
+
+
+# --------------------------------------------------------------------------- outputs
+def test_output_equal_to_the_input(store):
+    with pytest.raises(OutputLocationError, match="is the input store.*never written"):
+        BayesianID(3, **FAST).fit(store, out=store, overwrite=True, **SYNC)
+
+
+@pytest.mark.parametrize("how", ["zarr-array-object", "file-url", "relative", "nested"])
+def test_output_overlapping_the_input_in_other_spellings(store, how, monkeypatch):
+    A_in, out = store, store
+    if how == "zarr-array-object":
+        A_in = zarr.open_array(store, mode="r")
+    elif how == "file-url":
+        out = "file://" + store
+    elif how == "relative":
+        monkeypatch.chdir(Path(store).parent)
+        A_in = os.path.basename(store)
+    else:
+        out = os.path.join(store, "result")
+    with pytest.raises(OutputLocationError, match="is the input store"):
+        BayesianID(3, **FAST).fit(A_in, out=out, overwrite=True, **SYNC)
+    # the input is intact and still fits
+    BayesianID(3, **FAST).fit(store, **SYNC)
+
+
+def test_existing_output_without_overwrite(store, tmp_path):
+    out = str(tmp_path / "res.zarr")
+    first = BayesianID(3, **FAST).fit(store, out=out, **SYNC)
+    with pytest.raises(OutputExistsError, match=re.escape(repr(out)) + ".*overwrite=True"):
+        BayesianID(3, **FAST).fit(store, out=out, **SYNC)
+    again = BayesianID(3, **FAST).fit(store, out=out, overwrite=True, **SYNC)
+    np.testing.assert_array_equal(first.components_, again.components_)
+
+
+def test_unwritable_output_location(store, tmp_path):
+    # tests run as root, for whom chmod stops nothing: a path below a regular file is
+    # unwritable for everyone
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    out = str(blocker / "res.zarr")
+    with pytest.raises(OutputLocationError, match=re.escape(repr(out)) + ".*Not a directory"):
+        BayesianID(3, **FAST).fit(store, out=out, **SYNC)
+    with pytest.raises(OutputLocationError, match="is an existing file"):
+        BayesianID(3, **FAST).fit(store, out=str(blocker), **SYNC)
+    assert blocker.read_text() == "x"
+
+
+def test_bad_engine_arguments(store):
+    with pytest.raises(ParameterError, match=r"chunks must be None or \(rows, cols\)"):
+        BayesianID(3, **FAST).fit(store, chunks=(0, 5), **SYNC)
+    with pytest.raises(ParameterError, match="resume=True needs out="):
+        BayesianID(3, **FAST).fit(store, resume=True, **SYNC)
+    with pytest.raises(ParameterError, match="client must be"):
+        BayesianID(3, **FAST).fit(store, client=42)
+
+
+# --------------------------------------------------------------------------- scheduler
+def test_scheduler_that_does_not_answer(store):
+    address = f"tcp://127.0.0.1:{closed_port()}"
+    t0 = time.perf_counter()
+    with pytest.raises(SchedulerUnreachableError,
+                       match=re.escape(repr(address)) + r" within \d+ s.*dask scheduler"):
+        BayesianID(3, **FAST).fit(store, client=address)
+    assert time.perf_counter() - t0 < 15.0
+    with pytest.raises(ConnectionError):  # SchedulerUnreachableError is a ConnectionError
+        bayesian_id(store, 3, client="tcp://127.0.0.1", **FAST)
+
+
+# --------------------------------------------------------------------------- no reads
+@pytest.fixture
+def huge_store(tmp_path):
+    """A 10 GB float64 array: metadata only, no chunk written, one garbage chunk file."""
+    path = str(tmp_path / "huge.zarr")
+    zarr.create_array(store=path, shape=(100_000, 12_500), chunks=(10_000, 1_250),
+                      dtype=np.float64, zarr_format=3)
+    # any read of data would hit this chunk first and raise CorruptStoreError instead
+    chunk = Path(path, "c", "0", "0")
+    chunk.parent.mkdir(parents=True)
+    chunk.write_bytes(b"garbage")
+    return path
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    (dict(n_components=0), ParameterError, "n_components must be between 1 and 12499"),
+    (dict(n_components=12_500), ParameterError, "n_components must be between"),
+    (dict(tau=-1.0), ParameterError, "tau must be a positive"),
+    (dict(bounds=(1, 0)), ParameterError, "a < b"),
+    (dict(n_iter=10, burn_in=10), ParameterError, "burn_in"),
+    (dict(thin=0), ParameterError, "thin"),
+    (dict(model="GBX"), ParameterError, "unknown model"),
+    (dict(fit_kw=dict(chunks=(-1, 3))), ParameterError, "chunks must be"),
+    (dict(fit_kw=dict(out="SELF", overwrite=True)), OutputLocationError, "input store"),
+], ids=["K=0", "K=N", "tau", "bounds", "burn_in", "thin", "model", "chunks", "out=input"])
+def test_validation_reads_no_data(huge_store, kwargs, exc, match):
+    kwargs = dict(kwargs)
+    fit_kw = kwargs.pop("fit_kw", {})
+    if fit_kw.get("out") == "SELF":
+        fit_kw["out"] = huge_store
+    K = kwargs.pop("n_components", 3)
+    before = tree_digest(huge_store)
+    t0 = time.perf_counter()
+    with pytest.raises(exc, match=match):
+        BayesianID(K, **{**FAST, **kwargs}).fit(huge_store, **SYNC, **fit_kw)
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 5.0, f"validation took {elapsed:.1f} s: it must not read the data"
+    assert tree_digest(huge_store) == before
+
+
+# --------------------------------------------------------------------------- input intact
+def tree_digest(root):
+    """{relative path: sha256} of every file under ``root``."""
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, root)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def _prep_nan(store):
+    z = zarr.open_array(store, mode="r+")
+    z[5, 5] = np.nan
+
+
+def _prep_corrupt(store):
+    corrupt_chunk(store, "c/1/0")
+
+
+def _existing(store, tmp_path):
+    out = str(tmp_path / "res.zarr")
+    zarr.open_group(out, mode="w").create_array("x", shape=(2,), dtype="f8")
+    return out
+
+
+INTACT = {
+    # name: (prepare the store, fit keyword arguments (callable of store, tmp_path), error)
+    "bad-K": (None, lambda s, t: dict(n_components=10), ParameterError),
+    "out=input": (None, lambda s, t: dict(out=s), OutputLocationError),
+    "out=input-overwrite": (None, lambda s, t: dict(out=s, overwrite=True), OutputLocationError),
+    "out=zarr-object-overwrite": (None, lambda s, t: dict(A=zarr.open_array(s, mode="r"), out=s,
+                                                          overwrite=True), OutputLocationError),
+    "out-inside-input": (None, lambda s, t: dict(out=os.path.join(s, "c", "res"),
+                                                 overwrite=True), OutputLocationError),
+    "out-exists": (None, lambda s, t: dict(out=_existing(s, t)), OutputExistsError),
+    "nan": (_prep_nan, lambda s, t: dict(out=str(t / "r.zarr")), NonFiniteInputError),
+    "corrupt-chunk": (_prep_corrupt, lambda s, t: dict(out=str(t / "r.zarr")), CorruptStoreError),
+    "resume-mismatch": (None, lambda s, t: dict(out=_finished(s, t), resume=True, n_iter=7),
+                        ParameterError),
+    "success-out": (None, lambda s, t: dict(out=str(t / "r.zarr")), None),
+    "success-overwrite": (None, lambda s, t: dict(out=_finished(s, t), overwrite=True), None),
+    "success-resume": (None, lambda s, t: dict(out=_finished(s, t), resume=True), None),
+    "success-cluster": (None, lambda s, t: dict(client="CLUSTER"), None),
+}
+
+
+def _finished(store, tmp_path):
+    out = str(tmp_path / "done.zarr")
+    bayesian_id(store, 3, out=out, **FAST, **SYNC)
+    return out
+
+
+@pytest.mark.parametrize("case", list(INTACT))
+def test_input_store_is_never_written(store, tmp_path, case, request):
+    prep, make_kw, exc = INTACT[case]
+    if prep is not None:
+        prep(store)
+    kw = {**FAST, **SYNC, "n_components": 3, "A": store, **make_kw(store, tmp_path)}
+    if kw["client"] == "CLUSTER":
+        kw["client"] = request.getfixturevalue("cluster_client")
+    before = tree_digest(store)
+    mtimes = {p: os.stat(os.path.join(store, p)).st_mtime_ns for p in before}
+    A_in, K = kw.pop("A"), kw.pop("n_components")
+    if exc is None:
+        res = bayesian_id(A_in, K, **kw)
+        assert np.abs(res.components).max() <= 1.0
+    else:
+        with pytest.raises(exc):
+            bayesian_id(A_in, K, **kw)
+    assert tree_digest(store) == before
+    assert {p: os.stat(os.path.join(store, p)).st_mtime_ns for p in before} == mtimes
