@@ -374,3 +374,26 @@ def test_progress_counts_every_iteration_of_every_chain(data, engine):
                     callback=bar, **({"client": "synchronous"} if engine else {}))
         assert bar.bar.n == 75
     assert "75/75" in sink.getvalue()
+
+
+def test_progress_of_a_resumed_chain_starts_where_it_stopped():
+    import io
+
+    from dask_bid.engine.chain import ClientState
+    from dask_bid.interface.cli import ChainProgress
+
+    def state(it):
+        return ClientState(iteration=it, J=np.arange(2), G=np.eye(2), sse=1.0, sigma2=0.1,
+                           trace_mse=[0.5])
+
+    with ChainProgress(2 * 200, file=io.StringIO()) as bar:
+        resumed, fresh = state(101), state(1)
+        bar(resumed)  # restored from a checkpoint at iteration 100, then one more
+        assert bar.bar.n == 101
+        bar(fresh)
+        resumed.iteration = 102
+        bar(resumed)
+        assert bar.bar.n == 103
+        resumed.iteration = 400  # never past the total
+        bar(resumed)
+        assert bar.bar.n == 400

@@ -16,6 +16,7 @@ import logging
 import os
 import posixpath
 import sys
+import threading
 import time
 import warnings
 
@@ -63,16 +64,22 @@ class ChainProgress:
         self.bar = tqdm(total=total, desc=desc, unit="it", disable=disable, leave=True,
                         dynamic_ncols=True, file=file, mininterval=0.2 if tty else 10.0)
         self._seen = {}
+        # chains may run side by side in threads, each calling back
+        self._lock = threading.Lock()
 
     def __call__(self, state):
-        key = id(state)
-        last = self._seen.get(key)
-        step = state.iteration - (last if last is not None else state.iteration - 1)
-        self._seen[key] = state.iteration
-        if not self.bar.disable and state.trace_mse:
-            self.bar.set_postfix(mse=f"{state.trace_mse[-1]:.4g}",
-                                 sigma2=f"{state.sigma2:.4g}", refresh=False)
-        self.bar.update(max(step, 0))
+        with self._lock:
+            key = id(state)
+            last = self._seen.get(key)
+            # a chain's first call counts every iteration it has done (a resumed chain
+            # starts past 0); never beyond the total (a replay after a lost worker)
+            step = state.iteration - (last if last is not None else 0)
+            step = min(step, self.bar.total - self.bar.n) if self.bar.total else step
+            self._seen[key] = state.iteration
+            if not self.bar.disable and state.trace_mse:
+                self.bar.set_postfix(mse=f"{state.trace_mse[-1]:.4g}",
+                                     sigma2=f"{state.sigma2:.4g}", refresh=False)
+            self.bar.update(max(step, 0))
 
     def close(self):
         self.bar.close()
