@@ -345,6 +345,26 @@ def test_non_finite_out_of_core_input_is_found_by_the_first_pass(A, tmp_path, ki
             BayesianID(3, missing="zero", init=init, **FAST).fit(x, **SYNC)
 
 
+def test_masked_mode_refusals(A, store):
+    X = A.copy()
+    X[2, 3] = np.nan
+    with pytest.raises(ParameterError, match="missing='mask' runs in memory only"):
+        BayesianID(3, missing="mask", **FAST).fit(store, **SYNC)
+    with pytest.raises(ParameterError, match="missing='mask' runs in memory only"):
+        BayesianID(3, missing="mask", **FAST).fit(X, **SYNC)
+    Y = X.copy()
+    Y[4, 4] = np.inf
+    with pytest.raises(NonFiniteInputError, match="infinite entries; missing='mask' treats only"):
+        BayesianID(3, missing="mask", **FAST).fit(Y)
+    Z = X.copy()
+    Z[:, 7] = np.nan
+    with pytest.raises(InputShapeError, match=r"columns \[7\] have no observed entry"):
+        BayesianID(3, missing="mask", **FAST).fit(Z)
+    # NaN is accepted in this mode
+    est = BayesianID(3, missing="MASK", **FAST).fit(X)
+    assert np.abs(est.components_).max() <= 1.0
+
+
 # --------------------------------------------------------------------------- stores
 def test_missing_store(tmp_path):
     path = str(tmp_path / "nowhere.zarr")
