@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -51,10 +52,13 @@ from ..kernels.block import (
 from .checkpoint import load_blob, save_blob
 from .memory import column_blocks
 
-__all__ = ["Layout", "plan_layout", "TileSource", "DaskBackend", "TILE_BYTES", "FAN_IN"]
+__all__ = ["Layout", "plan_layout", "TileSource", "ZarrTile", "DaskBackend", "TILE_BYTES",
+           "FAN_IN"]
 
-#: Target size of one tile (float64 bytes) read by one streaming task.
-TILE_BYTES = 64 * 2**20
+#: Target size of one tile (float64 bytes) read by one streaming task: small enough that a
+#: worker with a few hundred MB streams A without spilling, big enough to amortise the
+#: per-task overhead (~1 ms) against reading and multiplying it (tens of ms).
+TILE_BYTES = 16 * 2**20
 #: Partials merged per node of the reduction tree.
 FAN_IN = 8
 #: Default blocks: at most this many, ...
@@ -186,37 +190,74 @@ def plan_layout(shape, in_chunks, n_components, *, block_size=None, chunks=None,
 
 
 # --------------------------------------------------------------------------- the source
-class TileSource:
-    """A dask array of A chunked in tiles, and one Delayed per tile.
+class ZarrTile(NamedTuple):
+    """A tile of a Zarr array, read by the task that uses it (never held as a key)."""
 
-    For numpy input the tiles are persisted on the cluster once (the chunks live in the
-    graph, so a lost worker's tiles are recomputed); Zarr and dask input are read anew by
-    every pass (out of core).
+    reader: Any
+    r0: int
+    r1: int
+    c0: int
+    c1: int
+
+
+class TileSource:
+    """Where the tile tasks get A from.
+
+    Zarr input is read inside the tasks that use it (``ZarrTile``): no tile ever sits in
+    worker memory between tasks, so a pass streams A with a few tiles in flight per
+    worker. Dask input is rechunked (lazily) to the tiles, whose keys the passes use; numpy
+    input is such a dask array persisted on the cluster once (the chunks live in the graph,
+    so a lost worker's tiles are recomputed).
     """
 
     def __init__(self, src, layout: Layout, executor):
         import dask.array as da
 
         self.layout = layout
-        chunks = layout.tile_chunks
-        name = f"bid-A-{uuid.uuid4().hex[:12]}"
+        self.kind = "zarr" if src.kind == "zarr" else "dask"
+        self.array = None
+        self.tiles = None
+        self.reader = None
         if src.kind == "zarr":
-            # the guarded reader names the store and chunk when a read fails
-            arr = src.reader() if hasattr(src, "reader") else src.array
-            x = da.from_array(arr, chunks=chunks, lock=False, name=name, asarray=True)
-        elif src.kind == "dask":
+            # the guarded reader (when inputs provides one) names the store in read errors
+            self.reader = src.reader() if hasattr(src, "reader") else src.array
+            return
+        chunks = layout.tile_chunks
+        if src.kind == "dask":
             x = src.array
             if x.chunks != chunks:
                 x = x.rechunk(chunks)
         else:
-            x = da.from_array(src.array, chunks=chunks, name=name)
+            x = da.from_array(src.array, chunks=chunks, name=f"bid-A-{uuid.uuid4().hex[:12]}")
             x = executor.persist(x)
         self.array = x
         self.tiles = x.to_delayed()
 
+    def tile(self, r, g):
+        """Tile (r, g): a ``ZarrTile`` or a Delayed."""
+        if self.kind == "zarr":
+            (r0, r1), (c0, c1) = self.layout.row_tiles[r], self.layout.groups[g]
+            return ZarrTile(self.reader, r0, r1, c0, c1)
+        return self.tiles[r, g]
+
+    def take(self, r, cols):
+        """A Delayed of ``A[rows of tile r, cols]`` as a C-ordered float64 array."""
+        import dask
+
+        lay = self.layout
+        if self.kind == "zarr":
+            r0, r1 = lay.row_tiles[r]
+            return dask.delayed(_take_zarr, pure=True)(self.reader, r0, r1, list(cols))
+        loc = [lay.locate(int(c)) for c in cols]
+        need = sorted({g for g, _ in loc})
+        pos = {g: i for i, g in enumerate(need)}
+        spec = [(pos[g], c) for g, c in loc]
+        return dask.delayed(_take_cols, pure=True)(spec, *[self.tiles[r, g] for g in need])
+
     def close(self):
         self.tiles = None
         self.array = None
+        self.reader = None
 
 
 # --------------------------------------------------------------------------- tasks
@@ -243,7 +284,14 @@ def _realign(x):
 
 
 def _f64(x):
+    if isinstance(x, ZarrTile):
+        x = x.reader[x.r0:x.r1, x.c0:x.c1]
     return _realign(np.asarray(x, dtype=np.float64))
+
+
+def _take_zarr(reader, r0, r1, cols):
+    # orthogonal selection: only the chunks holding ``cols`` are read
+    return np.ascontiguousarray(np.asarray(reader[r0:r1, cols], dtype=np.float64))
 
 
 def _state(held):
@@ -253,7 +301,7 @@ def _state(held):
 def _take_cols(spec, *tiles):
     """Columns ``spec = [(tile index, local column)]`` of a row of tiles, (rows, len) C order."""
     rows = tiles[0].shape[0]
-    out = np.empty((rows, len(spec)))
+    out = np.empty((rows, len(spec)), dtype=np.float64)
     for j, (i, c) in enumerate(spec):
         out[:, j] = tiles[i][:, c]
     return out
@@ -326,10 +374,7 @@ def _sse_part(tile, C, c_local, W_g):
     return float((R * R).sum())
 
 
-def _write_rows(tile_or_C, c_local, target, r0, r1):
-    C = _f64(tile_or_C)
-    if c_local is not None:
-        C = C[:, c_local]
+def _write_rows(C, target, r0, r1):
     target[r0:r1, :] = C
     return r1 - r0
 
@@ -441,31 +486,21 @@ class DaskBackend:
     def _gathers(self, cols):
         """Per row tile: None (one group: each tile task takes its own columns) or a
         Delayed holding A[rows, cols]."""
-        import dask
-
-        lay = self.layout
-        tiles = self.source.tiles
-        if len(lay.groups) == 1:
-            return [None] * len(lay.row_tiles)
-        loc = [lay.locate(int(c)) for c in cols]
-        need = sorted({g for g, _ in loc})
-        pos = {g: i for i, g in enumerate(need)}
-        spec = [(pos[g], c) for g, c in loc]
-        take = dask.delayed(_take_cols, pure=True)
-        return [take(spec, *[tiles[r, g] for g in need]) for r in range(len(lay.row_tiles))]
+        if len(self.layout.groups) == 1:
+            return [None] * len(self.layout.row_tiles)
+        return [self.source.take(r, cols) for r in range(len(self.layout.row_tiles))]
 
     def _group_totals(self, part_fn, combine, cols):
         import dask
 
         lay = self.layout
-        tiles = self.source.tiles
         gathers = self._gathers(cols)
         u_local = [int(c) for c in cols] if len(lay.groups) == 1 else None
         part = dask.delayed(part_fn, pure=True)
         totals = []
         for g in range(len(lay.groups)):
             segs = lay.segments(g)
-            parts = [part(tiles[r, g], gathers[r], u_local, segs)
+            parts = [part(self.source.tile(r, g), gathers[r], u_local, segs)
                      for r in range(len(lay.row_tiles))]
             totals.append(_tree(parts, combine))
         self.n_stream_passes += 1
@@ -558,7 +593,6 @@ class DaskBackend:
         import dask
 
         lay = self.layout
-        tiles = self.source.tiles
         cols = [int(c) for c in columns]
         gathers = self._gathers(cols)
         c_local = cols if len(lay.groups) == 1 else None
@@ -567,7 +601,7 @@ class DaskBackend:
         for g, (c0, c1) in enumerate(lay.groups):
             Wg = dask.delayed(np.ascontiguousarray(W[:, c0:c1]))
             for r in range(len(lay.row_tiles)):
-                parts.append((r, g, part(tiles[r, g], gathers[r], c_local, Wg)))
+                parts.append((r, g, part(self.source.tile(r, g), gathers[r], c_local, Wg)))
         parts.sort(key=lambda x: (x[0], x[1]))
         total = _tree([p for _, _, p in parts], _sum_floats)
         return float(self.ex.gather(self.ex.compute([total]))[0]), None
@@ -576,18 +610,11 @@ class DaskBackend:
         """Stream A[:, columns] into the (M x K) array ``target``, one task per row tile."""
         import dask
 
-        lay = self.layout
-        cols = [int(c) for c in columns]
-        gathers = self._gathers(cols)
         w = dask.delayed(_write_rows, pure=False)
-        jobs = []
-        for r, (r0, r1) in enumerate(lay.row_tiles):
-            if gathers[r] is None:
-                jobs.append(w(self.source.tiles[r, 0], cols, target, r0, r1))
-            else:
-                jobs.append(w(gathers[r], None, target, r0, r1))
-        done = self.ex.gather(self.ex.compute(jobs))
-        return int(sum(done))
+        cols = [int(c) for c in columns]
+        jobs = [w(self.source.take(r, cols), target, r0, r1)
+                for r, (r0, r1) in enumerate(self.layout.row_tiles)]
+        return int(sum(self.ex.gather(self.ex.compute(jobs))))
 
     # -- checkpoints --------------------------------------------------------
     def save_blocks(self, spec, prefix):

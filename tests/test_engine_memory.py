@@ -1,0 +1,90 @@
+"""A fit over a Zarr matrix larger than the memory of all its workers together.
+
+2 workers x 500 MB (distributed's limit, 477 MiB), a 2 GiB float64 matrix: the run must
+finish with no spilling to disk, no paused worker and no restarted worker. Peak worker
+memory is recorded (printed; see docs/performance.md, "Engine").
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+
+import dask
+import dask.array as da
+import numpy as np
+import psutil
+import pytest
+from distributed import Client, LocalCluster
+
+from dask_bid.engine import to_zarr
+from dask_bid.interface import bayesian_id
+
+M, N, K, RANK = 131_072, 2048, 10, 10  # 2 GiB of float64
+LIMIT = "500MB"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_fit_larger_than_worker_memory(tmp_path):
+    path = str(tmp_path / "big.zarr")
+    rng = da.random.default_rng(0)
+    W = np.random.default_rng(1).uniform(-1, 1, (RANK, N))
+    A = (rng.standard_normal((M, RANK), chunks=(1024, RANK)) @ W
+         + 0.1 * rng.standard_normal((M, N), chunks=(1024, N)))
+    with dask.config.set(scheduler="threads"):
+        z = to_zarr(A, path)
+    assert z.nbytes == 2 * 2**30
+    try:
+        with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=LIMIT,
+                          dashboard_address=":0") as cluster, \
+                Client(cluster, set_as_default=False) as client:
+            limit = sum(w["memory_limit"] for w in
+                        client.scheduler_info(n_workers=-1)["workers"].values())
+            assert z.nbytes > limit, "the matrix must not fit in the workers' memory"
+            pids = client.run(os.getpid)
+            procs = {a: psutil.Process(p) for a, p in pids.items()}
+            peak = dict.fromkeys(pids, 0)
+            statuses = set()
+            stop = threading.Event()
+
+            def sample():
+                while not stop.is_set():
+                    for a, pr in procs.items():
+                        try:
+                            peak[a] = max(peak[a], pr.memory_info().rss)
+                        except psutil.NoSuchProcess:
+                            statuses.add("died")
+                    try:
+                        info = client.scheduler_info(n_workers=-1)["workers"]
+                        statuses.update(w.get("status") for w in info.values())
+                    except Exception:  # the client may be busy; the next sample retries
+                        pass
+                    time.sleep(0.05)
+
+            th = threading.Thread(target=sample, daemon=True)
+            th.start()
+            t0 = time.perf_counter()
+            try:
+                res = bayesian_id(path, K, client=client, out=str(tmp_path / "out.zarr"),
+                                  n_iter=40, burn_in=20, thin=2, init="random",
+                                  random_state=0)
+            finally:
+                stop.set()
+                th.join()
+            elapsed = time.perf_counter() - t0
+            metrics = client.run(lambda dask_worker: dict(dask_worker.data.cumulative_metrics))
+            assert client.run(os.getpid) == pids, "a worker was restarted"
+        print(f"\n2 GiB fit, 2 x {LIMIT} workers: {elapsed:.1f} s, peak RSS per worker "
+              + ", ".join(f"{v / 2**20:.0f} MiB" for v in peak.values()))
+        assert statuses <= {"running"}, f"worker statuses seen: {statuses}"
+        for a, m in metrics.items():
+            assert m.get(("disk-write", "count"), 0) == 0, f"{a} spilled: {m}"
+        assert max(peak.values()) < 0.8 * 500e6
+        # a sanity check of the fit itself: rank-10 signal, noise variance 0.01
+        assert 0.009 < res.mse < 0.2
+        assert res.C.shape == (M, K)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
