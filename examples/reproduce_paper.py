@@ -1,0 +1,944 @@
+"""Reproduce the experiments of Lu (2022) with dask_bid and write ``docs/results.md``.
+
+For every dataset present in the data directory (CCLE EC50, CCLE IC50, MovieLens 100K, and
+CTRP EC50 when its matrix exists), with the loaders' default preprocessing (the paper's:
+global standardisation of the observed entries, missing entries filled with 0, every column
+copied twice), this script fits, at the paper's ranks K:
+
+* ``BayesianID`` with its defaults (GBT, aggressive: the headline), GBT plain, GBTN
+  aggressive, GBTN plain, and GBT aggressive with ``dask_bid.PAPER_SETTINGS`` (the paper's
+  exact search and summary), one fit per seed;
+* ``RandomizedID(method="randomized")`` (Liberty et al. 2007), one fit per seed;
+* ``RandomizedID(method="cpqr")`` (deterministic pivoted QR), once.
+
+Every fit appends one record (MSE over all entries, MSE over observed entries, max |W|,
+run time, selected columns, ...) to a JSON file, written after each fit so that an
+interrupted run loses nothing; a second invocation skips the fits already recorded. Then
+the script writes the report (Markdown) and the three panels of the paper's Figure 4 as PNG
+files, from the JSON alone (``--report-only`` redoes just that).
+
+Usage::
+
+    python examples/reproduce_paper.py --data ../shared/data            # the full grid
+    python examples/reproduce_paper.py --data ../shared/data --quick    # a smoke run
+    python examples/reproduce_paper.py --data ../shared/data --report-only
+
+The full grid on a 2-core machine takes about an hour, nearly all of it MovieLens; use
+``--variant-seeds`` to run the non-headline variants there with fewer seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run from a checkout without installing
+    sys.path.insert(0, str(REPO))
+
+from dask_bid import PAPER_SETTINGS, BayesianID, RandomizedID  # noqa: E402
+from dask_bid.datasets import (  # noqa: E402
+    DATASETS,
+    PAPER_K_VALUES,
+    PAPER_SPECS,
+    PAPER_TABLE1,
+    available_datasets,
+    load_dataset,
+)
+
+HEADLINE = "gbt_aggr"
+
+#: name -> (BayesianID keyword arguments, label in the report)
+BID_VARIANTS: dict[str, tuple[dict, str]] = {
+    "gbt_aggr": ({"model": "gbt", "aggressive": True}, "GBT aggressive, defaults (headline)"),
+    "gbt_plain": ({"model": "gbt", "aggressive": False}, "GBT plain, defaults"),
+    "gbtn_aggr": ({"model": "gbtn", "aggressive": True}, "GBTN aggressive, defaults"),
+    "gbtn_plain": ({"model": "gbtn", "aggressive": False}, "GBTN plain, defaults"),
+    "gbt_aggr_paper": ({"model": "gbt", "aggressive": True, **PAPER_SETTINGS},
+                       "GBT aggressive, PAPER_SETTINGS"),
+}
+#: the masked likelihood; run on MovieLens only, when the library accepts it
+MASK_VARIANT = "gbt_aggr_mask"
+MASK_KW = {"model": "gbt", "aggressive": True, "missing": "mask"}
+
+BASELINES = {"rid": "RandomizedID (randomized)", "cpqr": "pivoted-QR ID (cpqr)"}
+
+DATASET_LABELS = {
+    "ccle_ec50": "CCLE EC50",
+    "ccle_ic50": "CCLE IC50",
+    "ctrp_ec50": "CTRP EC50",
+    "movielens_100k": "MovieLens 100K",
+}
+
+#: Extra ranks for the error-against-K figure where fits are cheap (CCLE: 48 columns).
+K_GRID = {"ccle_ec50": tuple(range(2, 23)), "ccle_ic50": tuple(range(2, 23))}
+
+#: The sampler settings of ``--quick`` (a smoke run, not a reproduction).
+QUICK_ITER = {"n_iter": 40, "burn_in": 10, "thin": 2, "refine_sweeps": 5}
+
+#: Traces are stored every iteration up to here, then every TRACE_STRIDE iterations.
+TRACE_DENSE, TRACE_STRIDE = 100, 5
+ACF_MAX_LAG = 20
+ACF_MIN_STRETCH = 8  # fixed-basis stretches shorter than this are left out of the figure
+SIG = 12  # significant digits kept in the JSON (enough to tell near-ties apart)
+
+
+# ----------------------------------------------------------------------------- small helpers
+
+def _r(x, sig=SIG):
+    """Round to ``sig`` significant digits for the JSON (None and NaN pass through)."""
+    if x is None:
+        return None
+    x = float(x)
+    if not math.isfinite(x) or x == 0.0:
+        return x if math.isfinite(x) else None
+    return float(f"{x:.{sig}g}")
+
+
+def _key(dataset, K, method, seed):
+    return f"{dataset}|K={K}|{method}|seed={seed}"
+
+
+def _errors(A, mask, J, W):
+    """(MSE over all entries, MSE over observed entries) of A ~ A[:, J] W."""
+    R = A - A[:, J] @ W
+    R2 = R * R
+    return float(R2.mean()), float(R2[mask].sum() / mask.sum())
+
+
+def autocorrelation(x, max_lag):
+    """r_0..r_max_lag of a 1-D series (NaN beyond len(x) - 2 or if x is constant)."""
+    x = np.asarray(x, dtype=np.float64) - np.mean(x)
+    out = np.full(max_lag + 1, np.nan)
+    denom = float(x @ x)
+    if not denom > 1e-300:
+        return out
+    for lag in range(min(max_lag, x.size - 2) + 1):
+        out[lag] = float(x[: x.size - lag] @ x[lag:]) / denom
+    return out
+
+
+def w_draw_acf(draws_w, max_lag=ACF_MAX_LAG):
+    """Mean autocorrelation of the traced W draws over the longest fixed-basis stretch.
+
+    ``draws_w["values"]`` is NaN for retained draws whose basis differed from the reported
+    one, so only the longest run of consecutive draws with the reported basis (chain 0) is
+    a Markov chain of W for that basis. Entries that are constant there (the identity rows
+    of the selected columns) are left out.
+
+    Returns
+    -------
+    acf : ndarray (max_lag + 1,)
+        NaN at lags the stretch is too short for.
+    length : int
+        Number of draws in the stretch.
+    n_series : int
+        Number of W entries averaged.
+    """
+    vals = np.asarray(draws_w["values"])[0]
+    valid = ~np.isnan(vals).any(axis=(1, 2))
+    m = np.concatenate(([0], valid.astype(np.int8), [0]))
+    edges = np.flatnonzero(np.diff(m))
+    starts, stops = edges[::2], edges[1::2]
+    if starts.size == 0:
+        return np.full(max_lag + 1, np.nan), 0, 0
+    i = int(np.argmax(stops - starts))
+    s, e = int(starts[i]), int(stops[i])
+    series = vals[s:e].reshape(e - s, -1)
+    rows = [autocorrelation(series[:, j], max_lag) for j in range(series.shape[1])]
+    rows = np.array([r for r in rows if not np.isnan(r[0])]).reshape(-1, max_lag + 1)
+    acf = np.full(max_lag + 1, np.nan)
+    # a lag is NaN in every row or in none (all rows have the same length)
+    ok = ~np.isnan(rows).any(axis=0)
+    if rows.shape[0]:
+        acf[ok] = rows[:, ok].mean(axis=0)
+    return acf, e - s, rows.shape[0]
+
+
+def _thin_trace(x):
+    x = np.asarray(x, dtype=np.float64)
+    idx = np.r_[np.arange(min(TRACE_DENSE, x.size)), np.arange(TRACE_DENSE, x.size, TRACE_STRIDE)]
+    return [int(i) for i in idx], [_r(v, 5) for v in x[idx]]
+
+
+# ----------------------------------------------------------------------------- the store
+
+class Store:
+    """The raw results: a JSON file rewritten atomically after every fit."""
+
+    def __init__(self, path: Path, traces_path: Path, config: dict):
+        self.path, self.traces_path = path, traces_path
+        self.data = {"meta": {}, "runs": {}}
+        self.traces = {}
+        if path.exists():
+            self.data = json.loads(path.read_text())
+            old = self.data.get("meta", {}).get("config")
+            # seeds can grow between runs (records carry their seed); quick settings cannot mix
+            if old is not None and old.get("quick") != config["quick"]:
+                raise SystemExit(
+                    f"{path} holds results made with quick={old.get('quick')}; pass another "
+                    "--out or delete it to start again.")
+        if traces_path.exists():
+            self.traces = json.loads(traces_path.read_text())
+        self.data["meta"].update(config=config, python=platform.python_version(),
+                                 machine=f"{platform.machine()}, {os.cpu_count()} cores")
+
+    def has(self, key):
+        return key in self.data["runs"]
+
+    def add(self, key, record, trace=None):
+        self.data["runs"][key] = record
+        if trace is not None:
+            self.traces[key] = trace
+            _write_json(self.traces_path, self.traces, indent=None)
+        _write_json(self.path, self.data, indent=1)
+
+    def runs(self):
+        return self.data["runs"]
+
+
+def _write_json(path: Path, obj, indent):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=indent, separators=(",", ":") if indent is None else None)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------------- the fits
+
+def fit_one(ds, K, method, seed, bid_extra):
+    """One fit; returns (record, trace or None)."""
+    A, mask = ds.data, ds.mask
+    rec = {"dataset": ds.name, "K": int(K), "method": method, "seed": seed}
+    trace = None
+    t0 = time.perf_counter()
+    if method in BASELINES:
+        est = RandomizedID(K, method="randomized" if method == "rid" else "cpqr",
+                           random_state=seed if method == "rid" else None).fit(A)
+        elapsed = time.perf_counter() - t0
+    else:
+        kw = dict(MASK_KW) if method == MASK_VARIANT else dict(BID_VARIANTS[method][0])
+        X = np.where(mask, A, np.nan) if kw.get("missing") == "mask" else A
+        # quick settings give way to the variant's own (PAPER_SETTINGS' refine_sweeps=0)
+        est = BayesianID(K, random_state=seed, **{**bid_extra, **kw}).fit(X)
+        elapsed = time.perf_counter() - t0
+        tr = est.trace_
+        rec["accept_rate"] = _r(float(np.mean(tr["accepted"])))
+        rec["sigma2"] = _r(est.sigma2_)
+        if est.result_.draws_w is not None:
+            acf, length, n_series = w_draw_acf(est.result_.draws_w)
+            rec["acf_w"] = [_r(v, 4) if np.isfinite(v) else None for v in acf]
+            rec["acf_run_length"] = int(length)
+            rec["acf_n_series"] = int(n_series)
+        it, mse = _thin_trace(tr["mse"][0])
+        trace = {"iter": it, "mse": mse}
+    J = np.asarray(est.columns_, dtype=np.int64)
+    W = np.asarray(est.components_, dtype=np.float64)
+    mse_all, mse_obs = _errors(A, mask, J, W)
+    rec.update(mse=_r(mse_all), mse_observed=_r(mse_obs), mse_reported=_r(est.mse_),
+               max_abs_w=float(np.abs(W).max()), time_s=_r(elapsed, 4),
+               columns=[int(j) for j in J], n_features=int(A.shape[1]))
+    return rec, trace
+
+
+def plan(names, seeds, variant_seeds, quick, mask_ok, mask_k=None):
+    """The fits, in the order they should run (cheap and headline first)."""
+    big = [n for n in names if n in ("movielens_100k", "ctrp_ec50")]
+    small = [n for n in names if n not in big]
+    tasks = []
+
+    def ks(name):
+        k = PAPER_K_VALUES[name]
+        return k[:1] if quick else k
+
+    def headline_and_baselines(name, k_values):
+        for K in k_values:
+            tasks.append((name, K, "cpqr", None))
+        for seed in range(seeds):
+            for K in k_values:
+                tasks.append((name, K, "rid", seed))
+                tasks.append((name, K, HEADLINE, seed))
+
+    for name in small:
+        headline_and_baselines(name, ks(name))
+        for seed in range(seeds):
+            for K in ks(name):
+                for v in BID_VARIANTS:
+                    if v != HEADLINE:
+                        tasks.append((name, K, v, seed))
+    if not quick:
+        for name in small:
+            extra = [K for K in K_GRID.get(name, ()) if K not in ks(name)]
+            headline_and_baselines(name, extra)
+    for name in big:
+        headline_and_baselines(name, ks(name))
+    # seed-major, so that a partial run still covers every cell
+    for seed in range(variant_seeds):
+        for name in big:
+            for K in ks(name):
+                for v in BID_VARIANTS:
+                    if v != HEADLINE:
+                        tasks.append((name, K, v, seed))
+    if mask_ok and "movielens_100k" in names:
+        for seed in range(variant_seeds):
+            for K in ks("movielens_100k"):
+                if mask_k is None or K in mask_k:
+                    tasks.append(("movielens_100k", K, MASK_VARIANT, seed))
+    return tasks
+
+
+def mask_mode_available():
+    """Whether ``BayesianID(K, missing="mask")`` fits a small matrix with NaN."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((12, 6))
+    X[0, 0] = np.nan
+    try:
+        BayesianID(2, missing="mask", n_iter=4, burn_in=1, thin=1, refine_sweeps=1,
+                   random_state=0).fit(X)
+    except Exception as exc:  # what it raises is the library's business; report why
+        return False, f"{type(exc).__name__}: {exc}"
+    return True, ""
+
+
+# ----------------------------------------------------------------------------- aggregation
+
+def _cells(runs):
+    """{(dataset, K): {method: [record, ...]}}"""
+    out = {}
+    for rec in runs.values():
+        out.setdefault((rec["dataset"], rec["K"]), {}).setdefault(rec["method"], []).append(rec)
+    return out
+
+
+def _stat(recs, field):
+    v = np.array([r[field] for r in recs if r.get(field) is not None], dtype=float)
+    if v.size == 0:
+        return math.nan, math.nan, 0
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else math.nan, v.size
+
+
+def _fmt(x, sig=5):
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{x:.{sig}g}"
+
+
+def _pm(recs, field, sig=5):
+    m, s, n = _stat(recs, field)
+    if n == 0:
+        return "-"
+    if n == 1:
+        return f"{_fmt(m, sig)} (1 seed)"
+    return f"{_fmt(m, sig)} ± {_fmt(s, 2)}"
+
+
+def _seed_range(cells, dataset, method):
+    """Seeds present for ``method`` over the dataset's Table-1 cells, as "n" or "a-b"."""
+    n = [len(cells[c].get(method, [])) for c in table_cells(cells) if c[0] == dataset]
+    if not n:
+        return "0"
+    return str(min(n)) if min(n) == max(n) else f"{min(n)}-{max(n)}"
+
+
+def _commands(cells, cfg):
+    """The invocation that produces these results (a rerun resumes the same JSON)."""
+    if cfg["quick"]:
+        return ["python examples/reproduce_paper.py --data ../shared/data --quick"]
+    ml = [len(cells[c].get("gbt_plain", [])) for c in table_cells(cells)
+          if c[0] in ("movielens_100k", "ctrp_ec50")]
+    extra = f" --variant-seeds {min(ml)}" if ml and min(ml) < cfg["seeds"] else ""
+    return [f"python examples/reproduce_paper.py --data ../shared/data --seeds "
+            f"{cfg['seeds']}{extra}"]
+
+
+def _order(names):
+    return [n for n in DATASETS if n in names]
+
+
+def table_cells(cells):
+    """The (dataset, K) cells of the paper's Table 1 that have results, in order."""
+    out = []
+    for name in DATASETS:
+        for K in PAPER_K_VALUES[name]:
+            if (name, K) in cells and cells[(name, K)].get(HEADLINE):
+                out.append((name, K))
+    return out
+
+
+# ----------------------------------------------------------------------------- the figures
+
+def make_figures(store, img_dir: Path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = _cells(store.runs())
+    names = _order({d for d, _ in cells})
+    img_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    if not names:
+        return written
+    width = 4.2 * len(names)
+
+    # --- convergence: MSE of the current state per iteration, mean over seeds
+    fig, axes = plt.subplots(1, len(names), figsize=(width, 3.6), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        for i, K in enumerate(PAPER_K_VALUES[name]):
+            for method, ls in ((HEADLINE, "-"), ("gbt_aggr_paper", "--")):
+                tr = [store.traces[_key(name, K, method, r["seed"])]
+                      for r in cells.get((name, K), {}).get(method, [])
+                      if _key(name, K, method, r["seed"]) in store.traces]
+                if not tr:
+                    continue
+                it = np.array(tr[0]["iter"])
+                y = np.nanmean(np.array([t["mse"] for t in tr], dtype=float), axis=0)
+                ax.plot(it + 1, y, ls=ls, color=f"C{i}", lw=1.3,
+                        label=f"K={K}" if ls == "-" else None)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(DATASET_LABELS[name])
+        ax.set_xlabel("iteration")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize="x-small", loc="upper right", ncol=2)
+    axes[0][0].set_ylabel("MSE (all entries)")
+    fig.suptitle("Convergence of GBT aggressive, mean over seeds (solid: defaults, "
+                 "dashed: PAPER_SETTINGS)")
+    fig.tight_layout()
+    p = img_dir / "fig4_convergence.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    written.append(p)
+
+    # --- autocorrelation of W draws (reported basis), pooled over seeds
+    fig, axes = plt.subplots(1, len(names), figsize=(width, 3.6), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        for i, K in enumerate(PAPER_K_VALUES[name]):
+            for method, ls in ((HEADLINE, "-"), ("gbt_plain", ":")):
+                recs = [r for r in cells.get((name, K), {}).get(method, [])
+                        if r.get("acf_w") is not None
+                        and r.get("acf_run_length", 0) >= ACF_MIN_STRETCH]
+                if not recs:
+                    continue
+                a = np.array([[np.nan if v is None else v for v in r["acf_w"]] for r in recs])
+                for row, r in zip(a, recs, strict=True):
+                    # beyond half the stretch an autocorrelation estimate is mostly noise
+                    row[r["acf_run_length"] // 2 + 1:] = np.nan
+                ok = np.isfinite(a).any(axis=0)
+                if ok.sum() < 2:
+                    continue
+                y = np.array([np.mean(col[np.isfinite(col)]) for col in a[:, ok].T])
+                lags = np.flatnonzero(ok)
+                lens = [r["acf_run_length"] for r in recs]
+                ax.plot(lags, y, ls=ls, color=f"C{i}", lw=1.3,
+                        label=(f"K={K}: {len(recs)} fits, {min(lens)}-{max(lens)} draws"
+                               if ls == "-" else None))
+        ax.axhline(0.1, color="C3", ls="--", lw=0.8)
+        ax.axhline(0.0, color="0.5", lw=0.6)
+        ax.set_title(DATASET_LABELS[name])
+        ax.set_xlabel("lag (retained draws, thin = 5 iterations)")
+        ax.set_ylim(-0.5, 1.05)
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="x-small", loc="upper right")
+    axes[0][0].set_ylabel("mean autocorrelation of W")
+    fig.suptitle("Autocorrelation of W draws with the reported basis (solid: GBT aggressive, "
+                 "longest fixed-basis stretch; dotted: GBT plain)", fontsize="medium")
+    fig.tight_layout()
+    p = img_dir / "fig4_autocorrelation.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    written.append(p)
+
+    # --- error against K
+    fig, axes = plt.subplots(1, len(names), figsize=(width, 3.6), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        ks = sorted(K for (d, K) in cells if d == name)
+        for method, label, color in ((HEADLINE, "BayesianID (defaults)", "C0"),
+                                     ("rid", "RandomizedID", "C1"),
+                                     ("cpqr", "pivoted-QR ID", "C2")):
+            pts = [(K, *_stat(cells[(name, K)].get(method, []), "mse")[:2]) for K in ks]
+            pts = [p for p in pts if math.isfinite(p[1])]
+            if not pts:
+                continue
+            k, m, s = (np.array(v, dtype=float) for v in zip(*pts, strict=True))
+            ax.plot(k, m, marker="o", ms=3, color=color, label=label)
+            s = np.nan_to_num(s)
+            if s.any():
+                ax.fill_between(k, m - s, m + s, color=color, alpha=0.2, lw=0)
+        pk = [K for K in PAPER_K_VALUES[name] if (name, K) in PAPER_TABLE1]
+        ax.plot(pk, [PAPER_TABLE1[(name, K)][0] for K in pk], "k^", ms=6, mfc="none",
+                label="paper GBT")
+        ax.plot(pk, [PAPER_TABLE1[(name, K)][1] for K in pk], "kx", ms=6, label="paper RID")
+        ax.set_yscale("log")
+        ax.set_title(DATASET_LABELS[name])
+        ax.set_xlabel("K")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize="x-small")
+    axes[0][0].set_ylabel("MSE (all entries)")
+    fig.suptitle("Reconstruction error against K (mean ± sd over seeds)")
+    fig.tight_layout()
+    p = img_dir / "fig4_error_vs_k.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    written.append(p)
+    return written
+
+
+# ----------------------------------------------------------------------------- the report
+
+def _row(*cols):
+    return "| " + " | ".join(str(c) for c in cols) + " |"
+
+
+def _same_basis(r1, r2):
+    """Same selected columns up to the column copies (column j and j + N / 2 coincide)."""
+    n0 = r1.get("n_features", 2 * PAPER_SPECS[r1["dataset"]].shape[1]) // 2
+    return sorted(j % n0 for j in r1["columns"]) == sorted(j % n0 for j in r2["columns"])
+
+
+def _overlap(r1, r2):
+    """Columns shared by two bases, up to the column copies."""
+    n0 = r1.get("n_features", 2 * PAPER_SPECS[r1["dataset"]].shape[1]) // 2
+    a = {j % n0 for j in r1["columns"]}
+    return len(a & {j % n0 for j in r2["columns"]})
+
+
+def _tie(a, b, sig=5):
+    """Equal when printed with ``sig`` significant digits."""
+    return math.isfinite(a) and math.isfinite(b) and _fmt(a, sig) == _fmt(b, sig)
+
+
+def check_targets(cells):
+    """Per Table-1 cell: the issue's three targets. Returns (rows, summary dict).
+
+    Comparisons are exact (ours <= CPQR); ``tie`` flags cells where the two agree to 5
+    significant digits, so that the report can call them ties whichever side they fall.
+    """
+    rows = []
+    summ = dict(n=0, paper=0, cpqr=0, cpqr_strict=0, ties=0, cpqr1=0, w=0)
+    for name, K in table_cells(cells):
+        c = cells[(name, K)]
+        m, _, nseeds = _stat(c[HEADLINE], "mse")
+        paper = PAPER_TABLE1[(name, K)][0]
+        cp = c.get("cpqr", [{}])[0].get("mse", math.nan)
+        wmax = max(r["max_abs_w"] for r in c[HEADLINE])
+        rel = (m - cp) / cp * 100 if math.isfinite(cp) else math.nan
+        tie = _tie(m, cp)
+        row = dict(name=name, K=K, seeds=nseeds, mse=m, paper=paper, ok_paper=m <= paper,
+                   cpqr=cp, rel=rel, ok_cpqr=m <= cp, tie=tie, ok_1pct=rel <= -1.0,
+                   wmax=wmax, ok_w=wmax <= 1.0)
+        summ["n"] += 1
+        summ["paper"] += row["ok_paper"]
+        summ["cpqr"] += row["ok_cpqr"]
+        summ["cpqr_strict"] += row["ok_cpqr"] and not tie
+        summ["ties"] += tie
+        summ["cpqr1"] += row["ok_1pct"]
+        summ["w"] += row["ok_w"]
+        rows.append(row)
+    return rows, summ
+
+
+def write_report(store, path: Path, args, img_dir: Path, mask_status):
+    cells = _cells(store.runs())
+    tc = table_cells(cells)
+    names = _order({d for d, _ in cells})
+    meta = store.data["meta"]
+    cfg = meta["config"]
+    img_rel = os.path.relpath(img_dir, path.parent)
+    L = []
+    add = L.append
+    add("# Reproducing Lu (2022): results")
+    add("")
+    add("Generated by `examples/reproduce_paper.py` from the raw results in "
+        "`benchmarks/results/paper_reproduction.json` (one record per fit) and "
+        "`paper_reproduction_traces.json` (MSE traces). Do not edit by hand: rerun "
+        "`python examples/reproduce_paper.py --data ../shared/data --report-only`.")
+    add("")
+    add("## How it was run")
+    add("")
+    add("```")
+    for line in _commands(cells, cfg):
+        add(line)
+    add("```")
+    add("")
+    add(f"- Machine: {meta.get('machine')}, Python {meta.get('python')}; the cores were "
+        "shared with other jobs during the runs, so run times are indicative only.")
+    add("- Data: the loaders' defaults, i.e. the paper's preprocessing: global standardisation "
+        "of the observed entries, missing entries filled with 0, every column copied twice "
+        "(CCLE EC50 502 x 48 with the 426 garbage entries kept as observed, as the paper did; "
+        "CCLE IC50 504 x 48; MovieLens 100K 943 x 2946).")
+    if "ctrp_ec50" not in names:
+        add("- CTRP EC50 is not reported: its matrix is not in the shared data (only its label "
+            "files are), so the 3 CTRP cells of the paper's tables are left out. The issue's "
+            "targets concern the other 11 cells.")
+    add("- Sampler: 500 iterations, burn-in 100, thinning 5, one chain, priors as in the "
+        "paper (a = -1, b = 1, alpha_sigma = 0.1, beta_sigma = 1; GBT mu = 0, tau = 1; GBTN "
+        "mu_mu = 0, tau_mu = 0.1, alpha_t = beta_t = 1)." if not cfg["quick"] else
+        f"- **Quick smoke run** ({QUICK_ITER}): not a reproduction.")
+    add("- `defaults` are BayesianID's defaults (`init=\"auto\"` = pivoted-QR start, "
+        "`proposal_init=\"lstsq\"`, `point_estimate=\"best\"`, `w_estimate=\"map\"`, "
+        "`refine_sweeps=20`); `PAPER_SETTINGS` is "
+        f"`{PAPER_SETTINGS}` (random start, the paper's swap proposal, modal basis, "
+        "posterior mean of the chain's draws).")
+    add("- Seeds per Table-1 cell (the pivoted-QR ID is deterministic and run once): "
+        + "; ".join(f"{BID_VARIANTS[v][1] if v in BID_VARIANTS else BASELINES[v]}: "
+                    + ", ".join(f"{DATASET_LABELS[d]} {_seed_range(cells, d, v)}"
+                                for d in names)
+                    for v in [*BID_VARIANTS, "rid"]) + ".")
+    if any(_seed_range(cells, d, v) != str(cfg["seeds"]) for d in names for v in BID_VARIANTS):
+        add("  Where a variant has fewer seeds than the headline it is for lack of time: a "
+            "MovieLens fit at K = 150 took several minutes on this shared machine.")
+    add("- MSE = sum of (A - C W)^2 over all M x 2N entries / (M x 2N), missing entries "
+        "counted as the 0 they were filled with (the paper's measure); observed MSE = the "
+        "same sum over the observed entries / their number. max|W| is that of the reported "
+        "W after the paper's post-processing (W[:, J] = I).")
+    add("")
+
+    # ---- Table 1
+    add("## Table 1: MSE over all entries")
+    add("")
+    add("Mean ± sd over seeds (sd with ddof = 1). Paper values are as printed (2 decimals).")
+    add("")
+    add(_row("dataset", "K", "ours: BayesianID defaults", "our RID", "our pivoted-QR ID",
+             "paper GBT", "paper RID"))
+    add(_row(*["---"] * 7))
+    for name, K in tc:
+        c = cells[(name, K)]
+        pg, pr = PAPER_TABLE1[(name, K)]
+        add(_row(DATASET_LABELS[name], K, _pm(c[HEADLINE], "mse"), _pm(c.get("rid", []), "mse"),
+                 _fmt(c["cpqr"][0]["mse"]) if c.get("cpqr") else "-", f"{pg:.2f}", f"{pr:.2f}"))
+    add("")
+    add("## Table 1 (observed entries): MSE over observed entries")
+    add("")
+    worse = [c for c in tc if _stat(cells[c][HEADLINE], "mse_observed")[0]
+             > _stat(cells[c][HEADLINE], "mse")[0]]
+    add("The paper prints no per-cell values for this measure; it states that the observed "
+        "MSE is worse than the MSE over all entries. For our headline that holds in "
+        f"{len(worse)} of {len(tc)} cells"
+        + ("" if len(worse) == len(tc) else
+           "; it does not in " + ", ".join(f"{DATASET_LABELS[d]} K={K}" for d, K in tc
+                                           if (d, K) not in worse)) + ".")
+    add("")
+    add(_row("dataset", "K", "observed fraction", "ours: BayesianID defaults", "our RID",
+             "our pivoted-QR ID"))
+    add(_row(*["---"] * 6))
+    obs_frac = {"ccle_ec50": 0.632636, "ccle_ic50": 0.964782, "movielens_100k": 0.0717928}
+    for name, K in tc:
+        c = cells[(name, K)]
+        add(_row(DATASET_LABELS[name], K, obs_frac.get(name, "-"),
+                 _pm(c[HEADLINE], "mse_observed"), _pm(c.get("rid", []), "mse_observed"),
+                 _fmt(c["cpqr"][0]["mse_observed"]) if c.get("cpqr") else "-"))
+    add("")
+
+    # ---- all variants
+    add("## All BayesianID variants (MSE over all entries)")
+    add("")
+    variants = [v for v in BID_VARIANTS]
+    add(_row("dataset", "K", *[BID_VARIANTS[v][1] for v in variants]))
+    add(_row(*["---"] * (2 + len(variants))))
+    for name, K in tc:
+        c = cells[(name, K)]
+        add(_row(DATASET_LABELS[name], K, *[_pm(c.get(v, []), "mse") for v in variants]))
+    add("")
+    add("Swap acceptance rate (share of iterations whose swap was accepted), mean over seeds:")
+    add("")
+    add(_row("dataset", "K", *[BID_VARIANTS[v][1] for v in variants]))
+    add(_row(*["---"] * (2 + len(variants))))
+    for name, K in tc:
+        c = cells[(name, K)]
+        add(_row(DATASET_LABELS[name], K,
+                 *[_fmt(_stat(c.get(v, []), "accept_rate")[0], 3) for v in variants]))
+    add("")
+
+    # ---- Table 2
+    add("## Table 2: max |W|")
+    add("")
+    add("Largest |W| over all seeds of each method (ours: over every BayesianID variant and "
+        "seed). The paper's Table 2 prints, for its RID, by how much max |W| exceeded 1. "
+        "Because every column is copied twice, a least-squares ID can give a copy of a "
+        "selected column the coefficient 1, so the baselines sit at 1 up to rounding.")
+    add("")
+    add(_row("dataset", "K", "ours (headline), max over seeds", "ours (all variants)",
+             "our RID (max over seeds)", "our pivoted-QR ID", "paper RID: max|W| - 1"))
+    add(_row(*["---"] * 7))
+    paper_t2 = {("ccle_ec50", 5): "0.0", ("ccle_ec50", 10): "4.44e-16",
+                ("ccle_ec50", 15): "4.44e-16", ("ccle_ic50", 5): "1.99e-2",
+                ("ccle_ic50", 10): "4.44e-16", ("ccle_ic50", 15): "6.66e-16",
+                ("ctrp_ec50", 20): "4.44e-16", ("ctrp_ec50", 100): "2.69e-2",
+                ("ctrp_ec50", 150): "1.99e-15", ("movielens_100k", 20): "2.22e-16",
+                ("movielens_100k", 100): "6.66e-16", ("movielens_100k", 150): "8.88e-16"}
+    for name, K in tc:
+        c = cells[(name, K)]
+        allb = [r for v in BID_VARIANTS for r in c.get(v, [])]
+        rid = c.get("rid", [])
+        add(_row(DATASET_LABELS[name], K,
+                 f"{max(r['max_abs_w'] for r in c[HEADLINE]):.17g}",
+                 f"{max(r['max_abs_w'] for r in allb):.17g}",
+                 f"{max(r['max_abs_w'] for r in rid):.17g}" if rid else "-",
+                 f"{c['cpqr'][0]['max_abs_w']:.17g}" if c.get("cpqr") else "-",
+                 paper_t2.get((name, K), "not printed")))
+    add("")
+
+    # ---- run times
+    add("## Run times (seconds per fit, mean over seeds)")
+    add("")
+    add("Wall-clock, in memory, 2 threads, on the shared 2-core machine (other jobs were "
+        "running, so these are upper bounds). BayesianID times include its pivoted-QR start.")
+    add("")
+    cols = [*BID_VARIANTS, "rid", "cpqr"]
+    add(_row("dataset", "K", *[BID_VARIANTS[v][1] if v in BID_VARIANTS else BASELINES[v]
+                               for v in cols]))
+    add(_row(*["---"] * (2 + len(cols))))
+    for name, K in tc:
+        c = cells[(name, K)]
+        add(_row(DATASET_LABELS[name], K,
+                 *[_fmt(_stat(c.get(v, []), "time_s")[0], 3) for v in cols]))
+    add("")
+
+    # ---- targets
+    rows, summ = check_targets(cells)
+    add("## The targets of issue 4, cell by cell")
+    add("")
+    add("Headline = BayesianID defaults (GBT, aggressive), mean over the seeds shown, printed "
+        "with 7 significant digits. Δ vs CPQR = (ours - CPQR) / CPQR. The comparisons are "
+        "exact; a cell where ours and the pivoted-QR ID agree to 5 significant digits is "
+        "marked a tie, whichever side it falls on.")
+    add("")
+    add(_row("dataset", "K", "seeds", "ours", "paper GBT", "≤ paper", "our CPQR",
+             "Δ vs CPQR", "≤ CPQR", "≥ 1 % lower", "max|W| (all seeds)", "≤ 1"))
+    add(_row(*["---"] * 12))
+    yes = {True: "yes", False: "**no**"}
+    for r in rows:
+        le = yes[bool(r["ok_cpqr"])] + (" (tie)" if r["tie"] else "")
+        add(_row(DATASET_LABELS[r["name"]], r["K"], r["seeds"], _fmt(r["mse"], 7),
+                 f"{r['paper']:.2f}", yes[bool(r["ok_paper"])], _fmt(r["cpqr"], 7),
+                 f"{r['rel']:+.3f} %", le, yes[bool(r["ok_1pct"])], f"{r['wmax']:.17g}",
+                 yes[bool(r["ok_w"])]))
+    add("")
+    n = summ["n"]
+    add(f"- MSE at or below the paper's GBT value: **{summ['paper']} of {n}** cells "
+        f"(target: all {n}).")
+    add(f"- MSE at or below our pivoted-QR ID: **{summ['cpqr']} of {n}** cells (target: all "
+        f"{n}); of the {n}, {summ['ties']} are ties to 5 significant digits and "
+        f"{summ['cpqr_strict']} are below it by more than that. At least 1 % lower: "
+        f"**{summ['cpqr1']} of {n}** (target: ≥ 7).")
+    add(f"- max |W| ≤ 1 in every seed: **{summ['w']} of {n}** cells (target: all {n}).")
+    met = (summ["paper"] == n and summ["cpqr"] == n and summ["cpqr1"] >= min(7, n)
+           and summ["w"] == n)
+    add("")
+    if n < 11 and not cfg["quick"]:
+        add(f"**Verdict: incomplete**: only {n} of the 11 cells have results.")
+    elif met:
+        add(f"**Verdict: all targets met** on the {n} cells.")
+    else:
+        add("**Verdict: not all targets met.** Gaps:")
+        add("")
+        for r in rows:
+            lab = f"{DATASET_LABELS[r['name']]} K={r['K']}"
+            if not r["ok_paper"]:
+                add(f"- {lab}: MSE {_fmt(r['mse'], 7)} is above the paper's GBT "
+                    f"{r['paper']:.2f} by {_fmt(r['mse'] - r['paper'], 3)}.")
+            if not r["ok_cpqr"]:
+                add(f"- {lab}: MSE {_fmt(r['mse'], 7)} is above our pivoted-QR ID "
+                    f"{_fmt(r['cpqr'], 7)} by {_fmt(r['mse'] - r['cpqr'], 3)} "
+                    f"({r['rel']:+.4f} %)" + (", a tie to 5 significant digits." if r["tie"]
+                                               else "."))
+            if not r["ok_w"]:
+                add(f"- {lab}: max|W| = {r['wmax']!r} > 1.")
+        if summ["cpqr1"] < min(7, n):
+            add(f"- Only {summ['cpqr1']} cells are ≥ 1 % below the pivoted-QR ID (target 7).")
+    add("")
+    # per-seed detail of the headline, so ties and spread are visible
+    add("Headline MSE per seed (all entries, 7 significant digits). `=` marks a seed whose "
+        "reported basis is the pivoted-QR ID's basis (a column and its copy counted as the "
+        "same column); its MSE then differs from the pivoted-QR ID's only through W "
+        "(bounded posterior mode against unbounded least squares).")
+    add("")
+    add(_row("dataset", "K", "our CPQR", "seed 0", "seed 1", "seed 2", "seed 3", "seed 4"))
+    add(_row(*["---"] * 8))
+    for name, K in tc:
+        recs = sorted(cells[(name, K)][HEADLINE], key=lambda r: r["seed"])
+        cp = cells[(name, K)].get("cpqr", [None])[0]
+        vals = [_fmt(r["mse"], 7) + (" =" if cp and _same_basis(r, cp)
+                                      else f" ({_overlap(r, cp)})" if cp else "")
+                for r in recs] + ["-"] * (5 - len(recs))
+        add(_row(DATASET_LABELS[name], K, _fmt(cp["mse"], 7) if cp else "-", *vals[:5]))
+    add("")
+    add("In parentheses: how many of the K columns the seed's basis shares with the "
+        "pivoted-QR basis (copies counted as the same column).")
+    add("")
+
+    # ---- MovieLens zero vs mask
+    add("## MovieLens 100K: missing='zero' vs missing='mask'")
+    add("")
+    add("`missing='zero'` is the paper's likelihood: the 92.8 % unobserved entries are 0 after "
+        "standardisation and count as data. `missing='mask'` leaves them out of the "
+        "likelihood (the input has NaN there). Both are scored the same two ways: all entries "
+        "with the missing ones taken as 0 (the paper's measure, which rewards predicting 0 "
+        "where nothing was observed, so it is not a fair score for the masked model) and "
+        "observed entries only (the measure the masked model optimises). Mean ± sd over "
+        "seeds; times in seconds per fit.")
+    add("")
+    add(_row("likelihood", "K", "MSE all entries", "MSE observed entries", "max|W|", "seeds",
+             "time (s)"))
+    add(_row(*["---"] * 7))
+    ml_ks = [K for (d, K) in tc if d == "movielens_100k"]
+    for method, label in ((HEADLINE, "missing='zero' (defaults)"),
+                          (MASK_VARIANT, "missing='mask' (defaults otherwise)")):
+        for K in ml_ks:
+            recs = cells[("movielens_100k", K)].get(method, [])
+            if not recs:
+                add(_row(label, K, "pending", "pending", "-", 0, "-"))
+                continue
+            add(_row(label, K, _pm(recs, "mse"), _pm(recs, "mse_observed"),
+                     f"{max(r['max_abs_w'] for r in recs):.17g}", len(recs),
+                     _fmt(_stat(recs, "time_s")[0], 3)))
+    done = [K for K in ml_ks if cells[("movielens_100k", K)].get(MASK_VARIANT)]
+    add("")
+    if not done:
+        add(f"The `missing='mask'` rows are pending: {mask_status or 'not run yet'}.")
+    elif len(done) < len(ml_ks):
+        add(f"`missing='mask'` was run at K = {', '.join(map(str, done))} only: it keeps a "
+            "K x K Gram matrix per column and its fits cost many times a zero-filled fit on "
+            "this shared 2-core machine; the other ranks are pending (`--mask-k 100 150`).")
+    add("")
+    if ml_ks:
+        add("For comparison, the baselines on observed entries (they fit the zero-filled "
+            "matrix): " + "; ".join(
+                f"K={K}: RID {_pm(cells[('movielens_100k', K)].get('rid', []), 'mse_observed')}"
+                f", CPQR {_fmt(cells[('movielens_100k', K)]['cpqr'][0]['mse_observed'])}"
+                for K in ml_ks if cells[("movielens_100k", K)].get("cpqr")) + ".")
+        add("")
+
+    # ---- figures
+    add("## Figure 4")
+    add("")
+    add(f"![convergence]({img_rel}/fig4_convergence.png)")
+    add("")
+    add("Convergence: MSE of the chain's current state (its current W draw, not the "
+        "reported point estimate, whose MSE is lower) at each iteration, log-log, mean over "
+        "seeds. Solid: defaults (pivoted-QR start); dashed: PAPER_SETTINGS (random start, "
+        "as in the paper's figure).")
+    add("")
+    add(f"![autocorrelation]({img_rel}/fig4_autocorrelation.png)")
+    add("")
+    add("Autocorrelation of the retained W draws (`result_.draws_w`, 10 traced columns) "
+        "against the lag in retained draws (thin = 5). Solid: the headline sampler; its draws "
+        "are only a fixed-basis chain between swaps, so each fit contributes the longest "
+        "stretch of consecutive draws whose basis equals the reported one; fits whose stretch "
+        f"is shorter than {ACF_MIN_STRETCH} draws are left out, and each fit counts only up to "
+        "half its stretch (number of fits and stretch lengths in the legend). Short stretches "
+        "bias the estimate downwards (the stretch mean is subtracted), hence the small "
+        "negative values. Dotted: GBT plain, whose basis rarely moves, so most of its 80 "
+        "retained draws form one stretch. The W update given the basis is the same Gibbs "
+        "sweep in both samplers. Red dashed: 0.1, the paper's threshold.")
+    add("")
+    add(f"![error vs K]({img_rel}/fig4_error_vs_k.png)")
+    add("")
+    add("MSE over all entries against K: BayesianID defaults and RandomizedID (mean ± sd over "
+        "seeds), the pivoted-QR ID, and the paper's Table 1 values. CCLE: K = 2..22; "
+        "MovieLens: the paper's K values.")
+    add("")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(L))
+    return summ
+
+
+# ----------------------------------------------------------------------------- main
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True, help="the shared data folder (../shared/data)")
+    p.add_argument("--seeds", type=int, default=5, help="seeds per cell (default 5)")
+    p.add_argument("--variant-seeds", type=int, default=None,
+                   help="seeds for the non-headline BayesianID variants on MovieLens/CTRP "
+                        "(default: --seeds)")
+    p.add_argument("--datasets", nargs="+", choices=DATASETS, default=None,
+                   help="restrict to these datasets (default: all present)")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: first K of each dataset, 1 seed, 40 iterations; writes "
+                        "under a temporary folder unless --out/--report/--img-dir are given")
+    p.add_argument("--out", type=Path, default=None,
+                   help="raw results JSON (default benchmarks/results/paper_reproduction.json)")
+    p.add_argument("--report", type=Path, default=None, help="Markdown report (docs/results.md)")
+    p.add_argument("--img-dir", type=Path, default=None, help="figure folder (docs/img)")
+    p.add_argument("--report-only", action="store_true", help="no fits: report and figures")
+    p.add_argument("--no-mask", action="store_true", help="skip the missing='mask' fits")
+    p.add_argument("--mask-k", type=int, nargs="+", default=[20],
+                   help="MovieLens ranks K fitted with missing='mask' (default: 20; a masked "
+                        "fit costs far more than a zero-filled one)")
+    p.add_argument("--max-fits", type=int, default=None, help="stop after this many new fits")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.quick:
+        base = Path(tempfile.gettempdir()) / "dask_bid_reproduce_quick"
+        out = args.out or base / "paper_reproduction.json"
+        report = args.report or base / "results.md"
+        img_dir = args.img_dir or base / "img"
+        seeds = 1 if args.seeds == 5 else args.seeds
+    else:
+        out = args.out or REPO / "benchmarks" / "results" / "paper_reproduction.json"
+        report = args.report or REPO / "docs" / "results.md"
+        img_dir = args.img_dir or REPO / "docs" / "img"
+        seeds = args.seeds
+    variant_seeds = seeds if args.variant_seeds is None else min(args.variant_seeds, seeds)
+    traces = out.with_name(out.stem + "_traces.json")
+    config = {"quick": bool(args.quick), "seeds": seeds, "variant_seeds": variant_seeds}
+    store = Store(out, traces, config)
+    present = available_datasets(args.data)
+    names = [n for n in present if args.datasets is None or n in args.datasets]
+    if args.datasets:
+        missing = sorted(set(args.datasets) - set(present))
+        if missing:
+            print(f"not present in {args.data}: {missing}", file=sys.stderr)
+    bid_extra = dict(QUICK_ITER) if args.quick else {}
+    mask_ok, mask_status = (False, "skipped (--no-mask)") if args.no_mask else \
+        mask_mode_available()
+    if not mask_ok and not args.no_mask:
+        mask_status = f"`BayesianID(K, missing='mask')` failed here ({mask_status})"
+    n_new = 0
+    if not args.report_only:
+        tasks = [t for t in plan(names, seeds, variant_seeds, args.quick, mask_ok,
+                                    None if args.quick else set(args.mask_k))
+                 if not store.has(_key(*t))]
+        print(f"{len(tasks)} fits to run ({len(store.runs())} already in {out})", flush=True)
+        loaded = {}
+        for i, (name, K, method, seed) in enumerate(tasks):
+            if args.max_fits is not None and n_new >= args.max_fits:
+                break
+            if name not in loaded:
+                loaded = {name: load_dataset(name, args.data)}
+            rec, trace = fit_one(loaded[name], K, method, seed, bid_extra)
+            keep_trace = trace if method in (HEADLINE, "gbt_aggr_paper") else None
+            store.add(_key(name, K, method, seed), rec, keep_trace)
+            n_new += 1
+            print(f"[{i + 1}/{len(tasks)}] {name} K={K} {method} seed={seed}: "
+                  f"mse={rec['mse']:.6g} obs={rec['mse_observed']:.6g} "
+                  f"max|W|={rec['max_abs_w']:.6g} {rec['time_s']:.3g}s", flush=True)
+    summ = None
+    if store.runs():
+        figs = make_figures(store, img_dir)
+        summ = write_report(store, report, args, img_dir, mask_status)
+        print(f"wrote {report} and {', '.join(str(f) for f in figs)}")
+    return {"new_fits": n_new, "out": out, "report": report, "img_dir": img_dir,
+            "summary": summ}
+
+
+if __name__ == "__main__":
+    main()
