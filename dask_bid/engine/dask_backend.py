@@ -248,11 +248,13 @@ class TileSource:
         if self.kind == "zarr":
             r0, r1 = lay.row_tiles[r]
             return dask.delayed(_take_zarr, pure=True)(self.reader, r0, r1, list(cols))
+        # one small task per tile on the tile's worker, so that only the columns travel
         loc = [lay.locate(int(c)) for c in cols]
         need = sorted({g for g, _ in loc})
-        pos = {g: i for i, g in enumerate(need)}
-        spec = [(pos[g], c) for g, c in loc]
-        return dask.delayed(_take_cols, pure=True)(spec, *[self.tiles[r, g] for g in need])
+        local = {g: sorted({c for gg, c in loc if gg == g}) for g in need}
+        pieces = [dask.delayed(_cols_of, pure=True)(self.tiles[r, g], local[g]) for g in need]
+        spec = [(need.index(g), local[g].index(c)) for g, c in loc]
+        return dask.delayed(_take_cols, pure=True)(spec, *pieces)
 
     def close(self):
         self.tiles = None
@@ -296,6 +298,10 @@ def _take_zarr(reader, r0, r1, cols):
 
 def _state(held):
     return _realign(held if isinstance(held, BlockState) else held[0])
+
+
+def _cols_of(tile, cols):
+    return np.asarray(tile[:, cols], dtype=np.float64)
 
 
 def _take_cols(spec, *tiles):
