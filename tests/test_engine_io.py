@@ -249,3 +249,15 @@ def test_engine_matches_memory_backend_bitwise_in_one_tile(extra):
     np.testing.assert_array_equal(mem.draws_columns, eng.draws_columns)
     np.testing.assert_array_equal(mem.inclusion_probability, eng.inclusion_probability)
     assert mem.mse == pytest.approx(eng.mse, rel=1e-12)
+
+
+def test_file_urls_for_input_and_output(store, tmp_path):
+    A, path = store
+    url_in = "file://" + path
+    url_out = "file://" + str(tmp_path / "url_out.zarr")
+    res = bayesian_id(url_in, K, client="synchronous", out=url_out, **KW)
+    back = read_result(url_out)
+    np.testing.assert_array_equal(back.components, res.components)
+    np.testing.assert_array_equal(np.asarray(back.C), A[:, res.columns])
+    with pytest.raises(OutputLocationError):
+        bayesian_id(url_in, K, client="synchronous", out=url_in, **KW)

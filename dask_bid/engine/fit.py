@@ -26,6 +26,7 @@ from .zarr_io import (
     FORMAT_VERSION,
     default_chunks,
     jsonable,
+    local_path,
     prepare_output,
     write_result,
 )
@@ -226,7 +227,7 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         if stored.get("status") == "complete":
             from .zarr_io import read_result
 
-            return read_result(out, storage_options=storage_options)
+            return read_result(local_path(out), storage_options=storage_options)
     else:
         entropy = entropy_given if entropy_given is not None else root_entropy(None)
         if group is not None:
@@ -239,7 +240,7 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         spec = StoreSpec(tmpdir)
         spec.group(mode="w")
     else:
-        spec = StoreSpec(os.fspath(out), storage_options)
+        spec = StoreSpec(local_path(out), storage_options)
 
     cfg = _chain_config(p)
     n_trace = min(int(p["n_trace_columns"]), N)

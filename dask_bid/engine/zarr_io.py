@@ -29,6 +29,7 @@ __all__ = [
     "to_zarr",
     "read_result",
     "is_url",
+    "local_path",
     "same_or_nested",
     "prepare_output",
     "write_result",
@@ -48,6 +49,12 @@ FULL_WIDTH_COLS = 8192
 
 def is_url(path) -> bool:
     return "://" in str(path)
+
+
+def local_path(path):
+    """``file://`` URLs as plain paths (local directories are created as needed)."""
+    path = os.fspath(path)
+    return path[len("file://"):] if path.startswith("file://") else path
 
 
 def default_chunks(shape, itemsize=8):
@@ -119,7 +126,7 @@ def to_zarr(array, path, *, chunks=None, overwrite=False, storage_options=None):
     """
     import zarr
 
-    path = os.fspath(path)
+    path = local_path(path)
     if array.ndim != 2:
         from .._errors import InputShapeError
 
@@ -173,8 +180,8 @@ def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
     """
     import zarr
 
-    out = os.fspath(out)
-    if input_path is not None and same_or_nested(out, input_path):
+    out = local_path(out)
+    if input_path is not None and same_or_nested(out, local_path(input_path)):
         raise OutputLocationError(
             f"out={out!r} is the input store {input_path!r} or overlaps it; the input is "
             "never written. Choose an output path outside the input store.")
@@ -286,7 +293,7 @@ def read_result(path, *, storage_options=None):
     from .._errors import CorruptStoreError, StoreNotFoundError
     from ..interface.result import TRACE_DTYPE, BIDResult
 
-    path = os.fspath(path)
+    path = local_path(path)
     if not is_url(path) and not os.path.exists(path):
         raise StoreNotFoundError(f"no dask_bid result at {path!r}: the path does not exist.")
     try:
