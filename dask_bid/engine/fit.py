@@ -159,7 +159,8 @@ class _ChainRunner:
 
 
 def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
-             checkpoint_every=25, chunks=None, storage_options=None, callback=None):
+             checkpoint_every=25, chunks=None, storage_options=None, callback=None,
+             initial_columns=None):
     """Run the Bayesian ID sampler on the Dask engine.
 
     Parameters
@@ -186,6 +187,9 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         fsspec options for URL input and output.
     callback : callable, optional
         ``callback(state)`` after every iteration, with the chain's ``ClientState``.
+    initial_columns : callable, optional
+        ``initial_columns(A, p, entropy, chain)`` -> K starting columns or None (random);
+        the interface passes the one that runs the baselines for ``init="sketch"``, ...
 
     Returns
     -------
@@ -195,8 +199,8 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
     """
     import dask.array as da
 
-    from ..interface.functional import _chain_config, _initial_columns, _summarise, _versions
     from ..kernels.rng import root_entropy
+    from .summary import chain_config, summarise, versions
 
     _check_engine_kwargs(out, overwrite, resume, checkpoint_every, chunks, callback)
     M, N = src.shape
@@ -232,7 +236,7 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         entropy = entropy_given if entropy_given is not None else root_entropy(None)
         if group is not None:
             group.attrs["dask_bid"] = {**meta, "entropy": str(entropy), "status": "running",
-                                       "versions": _versions()}
+                                       "versions": versions()}
 
     tmpdir = None
     if out is None:
@@ -242,7 +246,7 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
     else:
         spec = StoreSpec(local_path(out), storage_options)
 
-    cfg = _chain_config(p)
+    cfg = chain_config(p)
     n_trace = min(int(p["n_trace_columns"]), N)
     trace_cols = np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64)) if n_trace else ()
 
@@ -264,9 +268,10 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
                     state = runner.restore() if existing else None
                     J0 = None
                     if state is None:
-                        J0 = _initial_columns(src.array, p, entropy, c)
+                        J0 = None if initial_columns is None else initial_columns(
+                            src.array, p, entropy, c)
                     outputs.append(runner.run(state=state, J0=J0))
-                res = _summarise(p, outputs, backends, entropy, (M, N), trace_cols,
+                res = summarise(p, outputs, backends, entropy, (M, N), trace_cols,
                                  lambda cols, W: backends[0].sse(cols, W))
                 res.n_recoveries = sum(r.n_recoveries for r in runners)
                 if group is not None:

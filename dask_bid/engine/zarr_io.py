@@ -291,7 +291,7 @@ def read_result(path, *, storage_options=None):
     import zarr
 
     from .._errors import CorruptStoreError, StoreNotFoundError
-    from ..interface.result import TRACE_DTYPE, BIDResult
+    from .result import TRACE_DTYPE, BIDResult
 
     path = local_path(path)
     if not is_url(path) and not os.path.exists(path):

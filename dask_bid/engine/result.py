@@ -1,0 +1,87 @@
+"""The result of a Bayesian ID fit, shared by the estimator and the function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BIDResult", "TRACE_DTYPE"]
+
+TRACE_DTYPE = np.dtype([("mse", "f8"), ("sigma2", "f8"), ("accepted", "?"),
+                        ("accept_prob", "f8")])
+
+
+@dataclass
+class BIDResult:
+    """What :func:`dask_bid.bayesian_id` returns.
+
+    Attributes
+    ----------
+    columns : (K,) int64
+        Sorted indices J of the selected columns (the point estimate).
+    components : (K, N) float64
+        W for ``columns``: the posterior mean of the retained draws whose basis was
+        ``columns``, with W[:, columns] set to the identity. Rows follow ``columns``.
+    components_sd : (K, N) float64
+        Posterior standard deviation of W over the same draws (0 on the identity block).
+    sigma2 : float
+        Posterior mean of sigma^2 over all retained draws.
+    inclusion_probability : (N,) float64
+        Share of retained draws (all chains) whose basis contains each column.
+    trace : (n_chains, n_iter) structured array
+        Per iteration: ``mse`` (of the current state, before post-processing),
+        ``sigma2``, ``accepted`` (swap taken), ``accept_prob`` (Barker probability).
+    draws_columns : (n_chains, n_keep, K) int64
+        Sorted basis of every retained draw.
+    draws_sigma2, draws_sse : (n_chains, n_keep) float64
+    draws_w : dict or None
+        Retained draws of W for a few traced columns: ``{"columns": (n_trace,),
+        "values": (n_chains, n_keep, K, n_trace)}`` for draws whose basis equals
+        ``columns`` (NaN elsewhere).
+    n_draws_point : int
+        Number of retained draws that had the reported basis.
+    mse, mse_observed : float
+        ||A - C W||^2 / (M N) for the point estimate, computed directly from A; the
+        second over observed entries only (None when no mask is known).
+    max_abs_w : float
+    n_passes : int
+        Streaming passes over A for swap candidates (all chains).
+    params : dict
+        Every parameter of the fit, the seed entropy and the package versions.
+    """
+
+    columns: np.ndarray
+    components: np.ndarray
+    components_sd: np.ndarray
+    sigma2: float
+    inclusion_probability: np.ndarray
+    trace: np.ndarray
+    draws_columns: np.ndarray
+    draws_sigma2: np.ndarray
+    draws_sse: np.ndarray
+    n_draws_point: int
+    mse: float
+    mse_observed: float | None
+    max_abs_w: float
+    n_passes: int
+    elapsed: float
+    n_samples: int
+    n_features: int
+    params: dict[str, Any] = field(default_factory=dict)
+    draws_w: dict | None = None
+
+    @property
+    def n_chains(self) -> int:
+        return self.trace.shape[0]
+
+    def to_inference_data(self):
+        """The retained draws as an ``arviz.InferenceData`` (needs the ``arviz`` extra).
+
+        See :func:`dask_bid.interface.diagnostics.to_inference_data`.
+        """
+        # the one reference upward: a convenience for the optional ArviZ export
+        from ..interface.diagnostics import to_inference_data
+
+        return to_inference_data(self)

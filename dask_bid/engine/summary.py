@@ -1,0 +1,129 @@
+"""From finished chains to a ``BIDResult``: the point estimate and the summaries.
+
+Shared by the in-memory fit and the Dask engine; it only talks to backends through
+their protocol (``posterior``, ``traces``, ``init_blocks`` for refinement).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .chain import ChainConfig, map_estimate, refine
+from .result import TRACE_DTYPE, BIDResult
+
+__all__ = ["chain_config", "summarise", "versions"]
+
+
+def versions():
+    import importlib.metadata as md
+
+    out = {}
+    for pkg in ("dask_bid", "numpy", "scipy", "numba", "dask", "distributed", "zarr"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def _point_estimate(p, counts, best):
+    if p["point_estimate"] == "best":
+        return min(best, key=lambda k: (best[k], -counts[k]))
+    return max(counts, key=lambda k: (counts[k], -best[k]))
+
+
+def chain_config(p) -> ChainConfig:
+    return ChainConfig(n_components=p["n_components"], priors=p["priors"],
+                       aggressive=bool(p["aggressive"]), n_iter=p["n_iter"],
+                       burn_in=p["burn_in"], thin=p["thin"], temperature=p["temperature"],
+                       n_candidates=p["n_candidates"],
+                       max_cached_rows=max(4 * p["n_candidates"], 16),
+                       point_estimate=p["point_estimate"], proposal_init=p["proposal_init"],
+                       w_init="prior" if isinstance(p["init"], str) and p["init"] == "random"
+                       else "lstsq", swap_score=p["swap_score"])
+
+
+def _traced_draws(backends, key, n_keep, K, trace_cols):
+    vals = np.full((len(backends), n_keep, K, len(trace_cols)), np.nan)
+    for c, be in enumerate(backends):
+        col_pos = 0
+        for blk in be.traces():
+            if not blk:
+                continue
+            width = blk[0][1].shape[1]
+            for d, (k, w) in enumerate(blk):
+                if k == key:
+                    vals[c, d, :, col_pos:col_pos + width] = w
+            col_pos += width
+    return {"columns": np.asarray(trace_cols, dtype=np.int64), "values": vals}
+
+
+def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=None):
+    """Point estimate and summaries of finished chains (see ``bayesian_id``'s Notes).
+
+    With ``refine_sweeps > 0`` the first backend's blocks are re-initialised for the
+    reported basis and swept with it fixed; everything else is read from the blocks
+    before that.
+    """
+    M, N = shape
+    K = p["n_components"]
+    counts, best = {}, {}
+    for o in outputs:
+        for k, v in o.state.set_counts.items():
+            counts[k] = counts.get(k, 0) + v
+            best[k] = min(best.get(k, np.inf), o.state.set_best[k])
+    key = _point_estimate(p, counts, best)
+    cols = np.asarray(key, dtype=np.int64)
+    dJ = np.stack([np.asarray(o.state.draws_J, dtype=np.int64).reshape(-1, K) for o in outputs])
+    draws_w = _traced_draws(backends, key, dJ.shape[1], K, trace_cols) if len(trace_cols) \
+        else None
+    n_tot, s, s2 = 0, np.zeros((K, N)), np.zeros((K, N))
+    for be in backends:
+        n, mean, sd = be.posterior(key)
+        if n:
+            s += n * mean
+            s2 += (n - 1) * sd**2 + n * mean**2
+            n_tot += n
+    n_refine = int(p.get("refine_sweeps", 0))
+    cfg = chain_config(p)
+    sigma2_hat = float(np.mean([np.mean(o.state.draws_sigma2) for o in outputs]))
+    if n_refine:
+        _, W, sd, s2_ref = refine(backends[0], cfg, entropy, key, n_refine)
+        sigma2_hat = float(np.mean(s2_ref))
+    else:
+        W = s / n_tot
+        var = np.maximum(s2 / n_tot - W * W, 0.0) * (n_tot / max(n_tot - 1, 1))
+        sd = np.sqrt(var)
+    if p.get("w_estimate", "mean") == "map":
+        W, _ = map_estimate(backends[0], cfg, entropy, key, sigma2_hat,
+                            started=bool(n_refine))
+    a, b = p["priors"].a, p["priors"].b
+    np.clip(W, a, b, out=W)
+    W[:, cols] = np.eye(K)
+    sd[:, cols] = 0.0
+    sse_all, sse_obs = sse_fn(cols, W)
+    trace = np.empty((len(outputs), p["n_iter"]), dtype=TRACE_DTYPE)
+    for c, o in enumerate(outputs):
+        trace["mse"][c] = o.state.trace_mse
+        trace["sigma2"][c] = o.state.trace_sigma2
+        trace["accepted"][c] = o.state.trace_accepted
+        trace["accept_prob"][c] = o.state.trace_accept_prob
+    ds2 = np.stack([np.asarray(o.state.draws_sigma2) for o in outputs])
+    dsse = np.stack([np.asarray(o.state.draws_sse) for o in outputs])
+    incl = np.zeros(N)
+    np.add.at(incl, dJ.reshape(-1), 1.0)
+    incl /= dJ.shape[0] * dJ.shape[1]
+    n_entries = M * N
+    params = {k: v for k, v in p.items() if k not in ("priors", "random_state")}
+    params["bounds"] = [a, b]
+    params["entropy"] = str(entropy)
+    params["versions"] = versions()
+    return BIDResult(
+        columns=cols, components=W, components_sd=sd, sigma2=float(ds2.mean()),
+        inclusion_probability=incl, trace=trace, draws_columns=dJ, draws_sigma2=ds2,
+        draws_sse=dsse, n_draws_point=int(n_tot), mse=sse_all / n_entries,
+        mse_observed=None if sse_obs is None or mask is None else sse_obs / int(mask.sum()),
+        max_abs_w=float(np.abs(W).max()),
+        n_passes=sum(o.state.n_passes for o in outputs),
+        elapsed=sum(o.state.elapsed for o in outputs), n_samples=M, n_features=N,
+        params=params, draws_w=draws_w)
