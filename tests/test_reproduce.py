@@ -139,3 +139,29 @@ def test_quick_run_real_ccle(runner, shared_data_dir, tmp_path):
     assert head["mse"] < PAPER_TABLE1[("ccle_ic50", 5)][1]
     assert head["max_abs_w"] <= 1.0
     assert cpqr["mse"] < PAPER_TABLE1[("ccle_ic50", 5)][1]
+
+
+def test_exhaustive_best_is_a_lower_bound(runner, tmp_path):
+    rng = np.random.default_rng(11)
+    _write_synthetic(tmp_path, rng)
+    ds = runner.load_dataset("ccle_ec50", tmp_path)
+    A = ds.data
+    n0 = A.shape[1] // 2
+    K = 3
+    assert runner.exhaustive_feasible(ds, K)
+    mse, cols = runner.exhaustive_best(ds, K, batch=37)  # a batch size that splits unevenly
+    # brute force on the copied matrix itself
+    from itertools import combinations
+
+    errs = {}
+    for c in combinations(range(n0), K):
+        C = A[:, list(c)]
+        W = np.linalg.lstsq(C, A, rcond=None)[0]
+        errs[c] = float(np.mean((A - C @ W) ** 2))
+    best = min(errs, key=errs.get)
+    assert list(best) == cols
+    assert mse == pytest.approx(errs[best], rel=1e-10)
+    # no ID beats it: the pivoted-QR ID and a BayesianID fit, on the copied matrix
+    for est in (runner.RandomizedID(K, method="cpqr"),
+                runner.BayesianID(K, n_iter=30, burn_in=10, thin=2, random_state=0)):
+        assert est.fit(A).mse_ >= mse * (1 - 1e-12)
