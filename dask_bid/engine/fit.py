@@ -158,6 +158,24 @@ class _ChainRunner:
         return out
 
 
+def _run_chains(ex, ckpt, runners, starts):
+    """Run the chains; on a cluster side by side, one client thread per chain.
+
+    Each chain has its own futures, keys and checkpoint names, so the threads share
+    nothing but the (thread-safe) client; the checkpoint group is created up front so
+    that the chains' first checkpoints do not race to create it.
+    """
+    if not ex.is_distributed or len(runners) == 1:
+        return [r.run(state=s, J0=j) for r, (s, j) in zip(runners, starts, strict=True)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    ckpt.spec.group().require_group("checkpoint")
+    with ThreadPoolExecutor(len(runners)) as pool:
+        futs = [pool.submit(r.run, state=s, J0=j)
+                for r, (s, j) in zip(runners, starts, strict=True)]
+        return [f.result() for f in futs]
+
+
 def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
              checkpoint_every=25, chunks=None, storage_options=None, callback=None,
              initial_columns=None):
@@ -258,7 +276,7 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
             with current:
                 source = TileSource(src, layout, ex)
                 ckpt = Checkpointer(spec)
-                outputs, runners = [], []
+                runners, starts = [], []
                 for c in range(p["n_chains"]):
                     be = DaskBackend(source, ex, trace_cols=trace_cols, chain=c)
                     backends.append(be)
@@ -270,7 +288,8 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
                     if state is None:
                         J0 = None if initial_columns is None else initial_columns(
                             src.array, p, entropy, c)
-                    outputs.append(runner.run(state=state, J0=J0))
+                    starts.append((state, J0))
+                outputs = _run_chains(ex, ckpt, runners, starts)
                 res = summarise(p, outputs, backends, entropy, (M, N), trace_cols,
                                  lambda cols, W: backends[0].sse(cols, W))
                 res.n_recoveries = sum(r.n_recoveries for r in runners)
