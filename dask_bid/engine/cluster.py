@@ -71,6 +71,9 @@ class SyncExecutor:
     def persist(self, x):
         return x
 
+    def scatter(self, x):
+        return x
+
 
 class DistributedExecutor:
     """Operations as tasks on a ``distributed`` cluster; handles are futures.
@@ -99,6 +102,10 @@ class DistributedExecutor:
 
     def persist(self, x):
         return self.client.persist(x)
+
+    def scatter(self, x):
+        """Send ``x`` to one worker (not through the scheduler); returns its future."""
+        return self.client.scatter(x, hash=False)
 
 
 def _connect(address, timeout):

@@ -596,6 +596,17 @@ class DaskBackend:
 
     def sse(self, columns, W, mask=None):
         """(||A - A[:, columns] W||^2, None), directly from A in one streaming pass."""
+        from .cluster import RECOVERABLE_ERRORS
+
+        for attempt in range(3):
+            try:
+                return self._sse(columns, W), None
+            except RECOVERABLE_ERRORS:
+                # a worker holding a scattered slice of W died: send it again
+                if attempt == 2:
+                    raise
+
+    def _sse(self, columns, W):
         import dask
 
         lay = self.layout
@@ -603,14 +614,16 @@ class DaskBackend:
         gathers = self._gathers(cols)
         c_local = cols if len(lay.groups) == 1 else None
         part = dask.delayed(_sse_part, pure=True)
+        # W's slices are scattered (one message) rather than embedded in the graph: K x N
+        # can be large, and the graph goes through the scheduler
+        Ws = self.ex.scatter([np.ascontiguousarray(W[:, c0:c1]) for c0, c1 in lay.groups])
         parts = []
-        for g, (c0, c1) in enumerate(lay.groups):
-            Wg = dask.delayed(np.ascontiguousarray(W[:, c0:c1]))
+        for g in range(len(lay.groups)):
             for r in range(len(lay.row_tiles)):
-                parts.append((r, g, part(self.source.tile(r, g), gathers[r], c_local, Wg)))
+                parts.append((r, g, part(self.source.tile(r, g), gathers[r], c_local, Ws[g])))
         parts.sort(key=lambda x: (x[0], x[1]))
         total = _tree([p for _, _, p in parts], _sum_floats)
-        return float(self.ex.gather(self.ex.compute([total]))[0]), None
+        return float(self.ex.gather(self.ex.compute([total]))[0])
 
     def write_columns(self, columns, target):
         """Stream A[:, columns] into the (M x K) array ``target``, one task per row tile."""
