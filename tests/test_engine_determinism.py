@@ -23,6 +23,9 @@ from distributed import Client, LocalCluster
 from dask_bid.engine import plan_layout, to_zarr
 from dask_bid.interface import bayesian_id
 
+# every test here may wait on a cluster: never hang the suite
+pytestmark = pytest.mark.timeout(300)
+
 M, N, K = 300, 200, 5
 KW = dict(n_iter=60, burn_in=20, thin=2, random_state=11, block_size=50, checkpoint_every=10)
 # 5 row tiles x 2 column groups: the gather path and the fixed reduction tree are exercised

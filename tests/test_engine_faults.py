@@ -24,6 +24,9 @@ from distributed import Client, Future, LocalCluster
 from dask_bid.engine import to_zarr
 from dask_bid.interface import bayesian_id
 
+# every test here may wait on a cluster: never hang the suite
+pytestmark = pytest.mark.timeout(300)
+
 M, N, K = 300, 160, 4
 TILES = (60, 80)
 KW = dict(n_iter=70, burn_in=20, thin=2, random_state=21, block_size=40, checkpoint_every=10,

@@ -23,6 +23,9 @@ from dask_bid._errors import (
 from dask_bid.engine import default_chunks, read_result, to_zarr
 from dask_bid.interface import bayesian_id
 
+# every test here may wait on a cluster: never hang the suite
+pytestmark = pytest.mark.timeout(300)
+
 M, N, K = 240, 120, 4
 KW = dict(n_iter=40, burn_in=10, thin=2, random_state=5, block_size=40, checkpoint_every=10)
 
