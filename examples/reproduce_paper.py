@@ -589,6 +589,11 @@ def make_figures(store, img_dir: Path):
             s = np.nan_to_num(s)
             if s.any():
                 ax.fill_between(k, m - s, m + s, color=color, alpha=0.2, lw=0)
+        ex = store.data.get("exhaustive", {})
+        ek = [K for K in ks if f"{name}|K={K}" in ex]
+        if ek:
+            ax.plot(ek, [ex[f"{name}|K={K}"]["mse"] for K in ek], "k*", ms=7,
+                    label="best possible (exhaustive)")
         pk = [K for K in PAPER_K_VALUES[name] if (name, K) in PAPER_TABLE1]
         ax.plot(pk, [PAPER_TABLE1[(name, K)][0] for K in pk], "k^", ms=6, mfc="none",
                 label="paper GBT")
@@ -627,6 +632,31 @@ def _overlap(r1, r2):
     return len(a & {j % n0 for j in r2["columns"]})
 
 
+def _rel(x):
+    """A relative difference in percent, in e-notation when it is tiny."""
+    return f"{x:+.2e} %" if abs(x) < 1e-3 else f"{x:+.3f} %"
+
+
+def _cpqr_is_best(store, cells, name, K):
+    """Whether the pivoted-QR basis is the exhaustive search's best basis."""
+    e = store.data.get("exhaustive", {}).get(f"{name}|K={K}")
+    cp = cells[(name, K)].get("cpqr", [None])[0]
+    return e is not None and cp is not None and _same_basis(
+        cp, {"dataset": name, "columns": e["columns"],
+             "n_features": 2 * PAPER_SPECS[name].shape[1]})
+
+
+def _n_at_cpqr(cells, name, K):
+    """Headline seeds whose basis is the pivoted-QR basis."""
+    c = cells[(name, K)]
+    return sum(_same_basis(r, c["cpqr"][0]) for r in c[HEADLINE])
+
+
+#: ours "at" the pivoted-QR ID: equal up to the rounding of two solvers of the same
+#: least-squares problem (normal equations vs QR) on the same basis
+RTOL_EQUAL = 1e-12
+
+
 def _tie(a, b, sig=5):
     """Equal when printed with ``sig`` significant digits."""
     return math.isfinite(a) and math.isfinite(b) and _fmt(a, sig) == _fmt(b, sig)
@@ -635,8 +665,9 @@ def _tie(a, b, sig=5):
 def check_targets(cells):
     """Per Table-1 cell: the issue's three targets. Returns (rows, summary dict).
 
-    Comparisons are exact (ours <= CPQR); ``tie`` flags cells where the two agree to 5
-    significant digits, so that the report can call them ties whichever side they fall.
+    Ours is at or below CPQR when ``ours <= CPQR * (1 + RTOL_EQUAL)``; ``tie`` flags
+    cells where the two agree to 5 significant digits, so that the report can call them
+    ties whichever side they fall.
     """
     rows = []
     summ = dict(n=0, paper=0, cpqr=0, cpqr_strict=0, ties=0, cpqr1=0, w=0)
@@ -649,7 +680,8 @@ def check_targets(cells):
         rel = (m - cp) / cp * 100 if math.isfinite(cp) else math.nan
         tie = _tie(m, cp)
         row = dict(name=name, K=K, seeds=nseeds, mse=m, paper=paper, ok_paper=m <= paper,
-                   cpqr=cp, rel=rel, ok_cpqr=m <= cp, tie=tie, ok_1pct=rel <= -1.0,
+                   cpqr=cp, rel=rel,
+                   ok_cpqr=m <= cp * (1 + RTOL_EQUAL), tie=tie, ok_1pct=rel <= -1.0,
                    wmax=wmax, ok_w=wmax <= 1.0)
         summ["n"] += 1
         summ["paper"] += row["ok_paper"]
@@ -696,6 +728,20 @@ def write_report(store, path: Path, args, img_dir: Path, mask_status):
             f"baselines' max |W| over these cells lies between {min(bw):.17g} and "
             f"{max(bw):.17g}." if bw else
             f"- keeps max |W| ≤ 1 in every seed in **{summ['w']} of {n}** cells.")
+        opt_ties = [r for r in rows if r["tie"] and not r["ok_cpqr"]
+                    and _cpqr_is_best(store, cells, r["name"], r["K"])]
+        if opt_ties:
+            add("")
+            add("The cells that miss \"at or below the pivoted-QR ID\" ("
+                + ", ".join(f"{DATASET_LABELS[r['name']]} K={r['K']}" for r in opt_ties)
+                + ") are ties that fall a hair above it (relative "
+                + ", ".join(_rel(r["rel"]) for r in opt_ties) + "): there the pivoted-QR "
+                "basis is the best of all bases (exhaustive search), and "
+                + ", ".join(f"{_n_at_cpqr(cells, r['name'], r['K'])} of {r['seeds']}"
+                            for r in opt_ties)
+                + " seeds report that basis; W is then the posterior mode under the GTN prior "
+                "where the pivoted-QR ID has the unbounded least squares, which already "
+                "satisfies |W| ≤ 1 there, so the mode cannot be below it.")
         add("")
         add("The details, the gaps and their reasons are in "
             "[the targets section](#the-targets-of-issue-4-cell-by-cell).")
@@ -871,9 +917,11 @@ def write_report(store, path: Path, args, img_dir: Path, mask_status):
     add("## The targets of issue 4, cell by cell")
     add("")
     add("Headline = BayesianID defaults (GBT, aggressive), mean over the seeds shown, printed "
-        "with 7 significant digits. Δ vs CPQR = (ours - CPQR) / CPQR. The comparisons are "
-        "exact; a cell where ours and the pivoted-QR ID agree to 5 significant digits is "
-        "marked a tie, whichever side it falls on.")
+        "with 7 significant digits. Δ vs CPQR = (ours - CPQR) / CPQR. Ours counts as at or "
+        f"below the pivoted-QR ID when ours ≤ CPQR x (1 + {RTOL_EQUAL:g}), i.e. equal up "
+        "to the rounding of two solvers of the same least-squares problem; a cell where "
+        "ours and the pivoted-QR ID agree to 5 significant digits is marked a tie, "
+        "whichever side it falls on.")
     add("")
     add(_row("dataset", "K", "seeds", "ours", "paper GBT", "≤ paper", "our CPQR",
              "Δ vs CPQR", "≤ CPQR", "≥ 1 % lower", "max|W| (all seeds)", "≤ 1"))
@@ -883,7 +931,7 @@ def write_report(store, path: Path, args, img_dir: Path, mask_status):
         le = yes[bool(r["ok_cpqr"])] + (" (tie)" if r["tie"] else "")
         add(_row(DATASET_LABELS[r["name"]], r["K"], r["seeds"], _fmt(r["mse"], 7),
                  f"{r['paper']:.2f}", yes[bool(r["ok_paper"])], _fmt(r["cpqr"], 7),
-                 f"{r['rel']:+.3f} %", le, yes[bool(r["ok_1pct"])], f"{r['wmax']:.17g}",
+                 _rel(r["rel"]), le, yes[bool(r["ok_1pct"])], f"{r['wmax']:.17g}",
                  yes[bool(r["ok_w"])]))
     add("")
     n = summ["n"]
@@ -912,8 +960,11 @@ def write_report(store, path: Path, args, img_dir: Path, mask_status):
             if not r["ok_cpqr"]:
                 add(f"- {lab}: MSE {_fmt(r['mse'], 7)} is above our pivoted-QR ID "
                     f"{_fmt(r['cpqr'], 7)} by {_fmt(r['mse'] - r['cpqr'], 3)} "
-                    f"({r['rel']:+.4f} %)" + (", a tie to 5 significant digits." if r["tie"]
-                                               else "."))
+                    f"({_rel(r['rel'])})" + (", a tie to 5 significant digits" if r["tie"]
+                                             else "")
+                    + ("; the pivoted-QR basis is the best basis there (exhaustive search "
+                       "below), so no ID can be below it." if _cpqr_is_best(
+                           store, cells, r["name"], r["K"]) else "."))
             if not r["ok_w"]:
                 add(f"- {lab}: max|W| = {r['wmax']!r} > 1.")
         if summ["cpqr1"] < min(7, n):
@@ -965,14 +1016,8 @@ def write_report(store, path: Path, args, img_dir: Path, mask_status):
                      ("yes" if _same_basis(cp, best_rec) else "no") if cp else "-",
                      _fmt(m, 7), f"{m - e['mse']:.3g}", f"{at} of {len(c[HEADLINE])}"))
         add("")
-        def cpqr_is_best(r):
-            e = ex.get(f"{r['name']}|K={r['K']}")
-            cp = cells[(r["name"], r["K"])].get("cpqr", [None])[0]
-            return e is not None and cp is not None and _same_basis(
-                cp, {"dataset": r["name"], "columns": e["columns"],
-                     "n_features": 2 * PAPER_SPECS[r["name"]].shape[1]})
-
-        ties = [r for r in rows if r["tie"] and not r["ok_cpqr"] and cpqr_is_best(r)]
+        ties = [r for r in rows if r["tie"] and not r["ok_cpqr"]
+                and _cpqr_is_best(store, cells, r["name"], r["K"])]
         if ties:
             add("Where the pivoted-QR basis is the best basis and its least-squares W already "
                 "satisfies |W| ≤ 1 (its max|W| is 1, from the identity block), no ID can be "
@@ -980,7 +1025,7 @@ def write_report(store, path: Path, args, img_dir: Path, mask_status):
                 "an exact tie, and a W estimate with any shrinkage (the posterior mode under "
                 "the GTN(0, 1) prior) lands a hair above. This is the case in: "
                 + ", ".join(f"{DATASET_LABELS[r['name']]} K={r['K']} "
-                            f"(+{_fmt(r['mse'] - r['cpqr'], 3)}, {r['rel']:+.2e} %)"
+                            f"(+{_fmt(r['mse'] - r['cpqr'], 3)}, {_rel(r['rel'])})"
                             for r in ties) + ".")
             add("")
 
@@ -992,8 +1037,10 @@ def write_report(store, path: Path, args, img_dir: Path, mask_status):
         "likelihood (the input has NaN there). Both are scored the same two ways: all entries "
         "with the missing ones taken as 0 (the paper's measure, which rewards predicting 0 "
         "where nothing was observed, so it is not a fair score for the masked model) and "
-        "observed entries only (the measure the masked model optimises). Mean ± sd over "
-        "seeds; times in seconds per fit.")
+        "observed entries only (the measure the masked model optimises). Both are training "
+        "errors on the entries the fit saw: a much lower observed MSE for the masked model "
+        "says how closely it fits the ratings, not how well it would predict held-out ones. "
+        "Mean ± sd over seeds; times in seconds per fit.")
     add("")
     add(_row("likelihood", "K", "MSE all entries", "MSE observed entries", "max|W|", "seeds",
              "time (s)"))
@@ -1052,8 +1099,9 @@ def write_report(store, path: Path, args, img_dir: Path, mask_status):
     add(f"![error vs K]({img_rel}/fig4_error_vs_k.png)")
     add("")
     add("MSE over all entries against K: BayesianID defaults and RandomizedID (mean ± sd over "
-        "seeds), the pivoted-QR ID, and the paper's Table 1 values. CCLE: K = 2..22; "
-        "MovieLens: the paper's K values.")
+        "seeds), the pivoted-QR ID, the paper's Table 1 values and, on CCLE at the paper's K, "
+        "the best possible basis (exhaustive search). CCLE: K = 2..22; MovieLens: the "
+        "paper's K values.")
     add("")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(L))

@@ -350,3 +350,19 @@ def test_params_api():
     with pytest.raises(ParameterError, match="unknown parameter"):
         est.set_params(k=3)
     assert "RandomizedID(4" in repr(est)
+
+
+@pytest.mark.parametrize("method", ["randomized", "cpqr"])
+@pytest.mark.parametrize("kind", ["numpy", "zarr"])
+def test_select_columns_matches_fit_with_fewer_passes(tmp_path, method, kind):
+    from dask_bid.baselines import select_columns
+    from dask_bid.engine import to_zarr
+
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((300, 6)) @ rng.standard_normal((6, 40)) \
+        + 0.01 * rng.standard_normal((300, 40))
+    X = A if kind == "numpy" else to_zarr(A, tmp_path / "A.zarr", chunks=(64, 40))
+    kw = dict(method=method, random_state=5) if method == "randomized" else dict(method=method)
+    fitted = RandomizedID(6, **kw).fit(X)
+    J = select_columns(X, 6, **kw)
+    np.testing.assert_array_equal(J, fitted.columns_)

@@ -38,7 +38,7 @@ def _matrix(seed=0):
             + 0.05 * rng.standard_normal((M, N)))
 
 
-def assert_same_chain(a, b):
+def assert_same_chain(a, b, mse_rtol=0.0):
     for f in a.trace.dtype.names:
         np.testing.assert_array_equal(a.trace[f], b.trace[f], err_msg=f"trace {f}")
     np.testing.assert_array_equal(a.columns, b.columns)
@@ -46,7 +46,10 @@ def assert_same_chain(a, b):
     np.testing.assert_array_equal(a.components_sd, b.components_sd)
     np.testing.assert_array_equal(a.draws_columns, b.draws_columns)
     np.testing.assert_array_equal(a.draws_sigma2, b.draws_sigma2)
-    assert a.mse == b.mse
+    if mse_rtol:
+        assert a.mse == pytest.approx(b.mse, rel=mse_rtol)
+    else:
+        assert a.mse == b.mse
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +75,9 @@ def test_sync_path_matches_memory_backend_bitwise_in_one_tile():
     kw = {k: v for k, v in KW.items() if k != "checkpoint_every"}
     mem = bayesian_id(A, K, **kw)
     sync = bayesian_id(A, K, client="synchronous", **kw)
-    assert_same_chain(mem, sync)
+    # the engine takes the reported SSE from its blocks' statistics, the in-memory
+    # backend directly from A: equal to rounding, everything else bitwise
+    assert_same_chain(mem, sync, mse_rtol=1e-10)
 
 
 def test_sync_path_close_to_memory_backend_with_many_tiles(reference):

@@ -213,7 +213,8 @@ PARAMS = [
     (dict(random_state=-1), "random_state must be None, a non-negative integer"),
     (dict(random_state="seed"), "random_state must be None"),
     (dict(refine_sweeps=-1), "refine_sweeps must be >= 0"),
-    (dict(w_estimate="median"), "unknown w_estimate 'median'; choose one of 'mean', 'map'"),
+    (dict(w_estimate="median"),
+     "unknown w_estimate 'median'; choose one of 'mean', 'map', 'lstsq'"),
     (dict(swap_score="sse"), "unknown swap_score 'sse'; choose one of 'draw', 'lstsq'"),
 ]
 

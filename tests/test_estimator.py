@@ -140,7 +140,7 @@ def test_paper_settings_run_and_differ_from_defaults(data):
 
 
 @pytest.mark.parametrize("swap_score", ["draw", "lstsq"])
-@pytest.mark.parametrize("w_estimate", ["mean", "map"])
+@pytest.mark.parametrize("w_estimate", ["mean", "map", "lstsq"])
 def test_swap_score_and_w_estimate_options(data, swap_score, w_estimate):
     est = BayesianID(3, swap_score=swap_score, w_estimate=w_estimate, random_state=0,
                      **FAST).fit(data)
@@ -158,3 +158,26 @@ def test_map_estimate_is_the_bounded_least_squares_fit(data):
     C = data[:, est.columns_]
     best = sum(lsq_linear(C, data[:, n], bounds=(-1, 1)).cost * 2 for n in range(25))
     assert est.mse_ * data.size <= best * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("missing", ["zero", "mask"])
+def test_default_w_is_the_exact_bounded_least_squares_fit(data, missing):
+    # the default W for the reported basis is the box-constrained least-squares
+    # optimum itself, not an approximation of it
+    from scipy.optimize import lsq_linear
+
+    X = data.copy()
+    obs = np.ones(X.shape, dtype=bool)
+    if missing == "mask":
+        obs = np.random.default_rng(1).random(X.shape) > 0.2
+        X[~obs] = np.nan
+    est = BayesianID(3, random_state=0, missing=missing, **FAST).fit(X)
+    assert est.get_params()["w_estimate"] == "lstsq"
+    # the masked model's basis holds the observed entries, 0 where missing
+    A0 = np.where(obs, data, 0.0)
+    C = A0[:, est.columns_]
+    best = sum(2 * lsq_linear(C[obs[:, n]], A0[obs[:, n], n], bounds=(-1, 1),
+                              method="bvls", tol=1e-14).cost for n in range(X.shape[1]))
+    sse = np.sum(np.where(obs, A0 - C @ est.components_, 0.0) ** 2)
+    assert sse == pytest.approx(best, rel=1e-9)
+    assert np.abs(est.components_).max() <= 1.0

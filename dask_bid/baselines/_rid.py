@@ -166,6 +166,17 @@ def _w_from_pivoted_r(R, perm, K, n_rows):
     return np.asarray(J_piv[order], dtype=np.int64), W[order], full_rank
 
 
+def _check_finite(X):
+    """In memory, NaN / inf are found up front; out of core, by the first pass."""
+    if X.in_memory and not np.isfinite(X.np).all():
+        bad = np.argwhere(~np.isfinite(X.np))[0]
+        raise NonFiniteInputError(
+            f"A contains NaN or infinity (first at row {bad[0]}, column {bad[1]}). The "
+            "baseline IDs need a complete matrix: fill missing entries first (the paper "
+            "fills them with 0 after standardising), e.g. `np.nan_to_num(A, nan=0.0)`."
+        )
+
+
 def _finalize_w(W, J):
     """Post-processing of the paper (Eq. 1): the selected columns reproduce exactly."""
     W[:, J] = np.eye(len(J))
@@ -335,13 +346,7 @@ class RandomizedID:
         K = self._validate(src.shape)
         X = _Matrix(src.array, self.chunks)
         M, N = X.shape
-        if X.in_memory and not np.isfinite(X.np).all():
-            bad = np.argwhere(~np.isfinite(X.np))[0]
-            raise NonFiniteInputError(
-                f"A contains NaN or infinity (first at row {bad[0]}, column {bad[1]}). The "
-                "baseline IDs need a complete matrix: fill missing entries first (the paper "
-                "fills them with 0 after standardising), e.g. `np.nan_to_num(A, nan=0.0)`."
-            )
+        _check_finite(X)
         passes = 0
         if self.method == "cpqr":
             J, W, full_rank, passes = self._fit_cpqr(X, K)
@@ -369,6 +374,11 @@ class RandomizedID:
 
     def _fit_cpqr(self, X, K):
         M, N = X.shape
+        R, perm, passes = self._cpqr_factor(X)
+        J, W, full_rank = _w_from_pivoted_r(R, perm, K, M)
+        return J, W, full_rank, passes
+
+    def _cpqr_factor(self, X):
         if X.in_memory:
             # mode="raw" returns the economic R without forming Q or a full M x N R copy
             _, R, perm = sla.qr(X.np, pivoting=True, mode="raw", check_finite=False)
@@ -379,10 +389,22 @@ class RandomizedID:
             R_a, _ = stream_reduce(X.da, _a_tsqr_leaf, tsqr_combine)
             R, perm = sla.qr(R_a, pivoting=True, mode="r", check_finite=False)
             passes = 1
-        J, W, full_rank = _w_from_pivoted_r(R, perm, K, M)
-        return J, W, full_rank, passes
+        return R, perm, passes
 
     def _fit_randomized(self, X, K):
+        M = X.shape[0]
+        J, passes = self._sketch_columns(X, K)
+        # least squares W = argmin ||A - C W||_F through C = Q R: W = R^{-1} Q^T A
+        if X.in_memory:
+            q, R = sla.qr(X.np[:, J], mode="economic", check_finite=False)
+            B = q.T @ X.np
+        else:
+            R, B = stream_reduce(X.da, partial(_c_tsqr_leaf, columns=J), tsqr_combine)
+            passes += 1
+        W, full_rank = _solve_upper(R, B, M)
+        return J, W, full_rank, passes
+
+    def _sketch_columns(self, X, K):
         M, N = X.shape
         n_sketch = min(K + int(self.oversampling), M)
         seed = _base_seed(self.random_state)
@@ -404,17 +426,9 @@ class RandomizedID:
             else:
                 S = stream_reduce(X.da, partial(_power_leaf, basis=basis), sum_combine)
                 passes += 1
-        _, _, perm = sla.qr(S, pivoting=True, mode="raw", check_finite=False)
-        J = np.sort(perm[:K]).astype(np.int64)
-        # least squares W = argmin ||A - C W||_F through C = Q R: W = R^{-1} Q^T A
-        if X.in_memory:
-            q, R = sla.qr(X.np[:, J], mode="economic", check_finite=False)
-            B = q.T @ X.np
-        else:
-            R, B = stream_reduce(X.da, partial(_c_tsqr_leaf, columns=J), tsqr_combine)
-            passes += 1
-        W, full_rank = _solve_upper(R, B, M)
-        return J, W, full_rank, passes
+        _, R, perm = sla.qr(S, pivoting=True, mode="raw", check_finite=False)
+        self._sketch_r = R
+        return np.sort(perm[:K]).astype(np.int64), passes
 
     def _sse(self, X, mask):
         J, W = self.columns_, self.components_
@@ -524,6 +538,48 @@ def randomized_id(A, n_components, **kwargs):
         The fitted estimator: ``columns_``, ``components_``, ``mse_``, ``max_abs_w_`` ...
     """
     return RandomizedID(n_components, **kwargs).fit(A)
+
+
+def select_columns(A, n_components, **kwargs):
+    """The K columns a :class:`RandomizedID` would select, without computing W.
+
+    The part of ``fit`` that picks J: for ``method="randomized"`` one pass over A (the
+    sketch, plus one per power iteration), for ``"cpqr"`` the pivoted QR (one TSQR pass
+    out of core). ``fit`` spends two more passes out of core (W by least squares and
+    ``mse_``); a sampler that only needs a starting basis skips them.
+
+    Parameters
+    ----------
+    A : ndarray, dask array, zarr array or path to a zarr array
+    n_components : int
+    **kwargs
+        Keyword parameters of :class:`RandomizedID`.
+
+    Returns
+    -------
+    columns : ndarray of shape (n_components,)
+        Sorted column indices, the same as ``RandomizedID(...).fit(A).columns_``.
+    """
+    est = RandomizedID(n_components, **kwargs)
+    src = as_matrix_source(A)
+    K = est._validate(src.shape)
+    X = _Matrix(src.array, est.chunks)
+    _check_finite(X)
+    if est.method == "cpqr":
+        R, perm, _ = est._cpqr_factor(X)
+        J = np.sort(perm[:K]).astype(np.int64)
+    else:
+        J = est._sketch_columns(X, K)[0]
+        R = est._sketch_r
+    # fit() warns when W's triangular solve meets a rank-deficient basis; the same test
+    # on the pivoted R that chose J
+    d = np.abs(np.diag(R)[:K])
+    if d.size < K or d.min() <= max(X.shape[0], K) * np.finfo(float).eps * d.max(initial=0.0):
+        warnings.warn(
+            f"the selected columns of A are numerically rank deficient (rank < "
+            f"n_components={K}); any basis of K columns is. Choose a smaller n_components.",
+            UserWarning, stacklevel=2)
+    return J
 
 
 def pivoted_qr_id(A, n_components, *, chunks=None):

@@ -17,11 +17,13 @@ import numpy as np
 from ..kernels.block import (
     StepContext,
     block_aggressive,
+    block_box_lstsq,
     block_icm,
     block_lstsq_score,
     block_lstsq_start,
     block_plain_finish,
     block_plain_propose,
+    block_rebase,
 )
 from ..kernels.priors import Priors
 from ..kernels.rng import CANDIDATES, CLIENT, INIT, stream
@@ -29,6 +31,7 @@ from ..kernels.stats import barker_accept, draw_sigma2, log_barker, sse_from_sta
 from ..kernels.swap import proposal_gram
 
 __all__ = ["ChainConfig", "ClientState", "ChainOutput", "run_chain", "refine", "map_estimate",
+           "lstsq_estimate",
            "retained_iterations"]
 
 
@@ -70,6 +73,7 @@ class ClientState:
     score2: float = np.nan
     cand_pos: int = 0  # position in the candidate stream
     cached: list = field(default_factory=list)  # columns whose A^T A rows the blocks hold
+    peek: dict = field(default_factory=dict)  # (col, proposal) -> (H[:, col], sq), prefetched
     n_passes: int = 0
     trace_mse: list = field(default_factory=list)
     trace_sigma2: list = field(default_factory=list)
@@ -106,22 +110,29 @@ def _next_candidate(entropy, chain, st: ClientState, n_cols, J):
             return u, pos
 
 
+def _batch(entropy, chain, pos, n_cols, J, cached, first, n):
+    """``first`` and the next distinct stream entries from ``pos`` on that are neither in
+    J nor cached, ``n`` in all (fewer if 50 n entries do not hold them)."""
+    inJ = set(int(j) for j in J)
+    want = [] if first is None else [first]
+    lookahead = 0
+    while len(want) < n and lookahead < 50 * n:
+        c = _candidate(entropy, chain, pos, n_cols)
+        pos += 1
+        lookahead += 1
+        if c not in inJ and c not in cached and c not in want:
+            want.append(c)
+    return want
+
+
 def _ensure_cached(backend, cfg, entropy, chain, st: ClientState, u, J):
     """Make sure the blocks hold row a_u^T A; if not, one pass computes the rows of
     u and of the next few distinct stream entries, so that on average a pass serves
     ``n_candidates`` proposals."""
     if u in st.cached:
         return
-    inJ = set(int(j) for j in J)
-    want = [u]
-    pos = st.cand_pos
-    lookahead = 0
-    while len(want) < cfg.n_candidates and lookahead < 50 * cfg.n_candidates:
-        c = _candidate(entropy, chain, pos, backend.n_cols)
-        pos += 1
-        lookahead += 1
-        if c not in inJ and c not in st.cached and c not in want:
-            want.append(c)
+    want = _batch(entropy, chain, st.cand_pos, backend.n_cols, J, st.cached, u,
+                  cfg.n_candidates)
     backend.add_rows(want, cfg.max_cached_rows)
     cached = [c for c in st.cached if c not in want] + want
     st.cached = cached[-cfg.max_cached_rows:]
@@ -150,7 +161,10 @@ def initial_state(backend, cfg: ChainConfig, entropy: int, chain: int, J0=None):
     if J0 is None:
         J0 = np.sort(g.choice(backend.n_cols, size=K, replace=False))
     J0 = np.asarray(J0, dtype=np.int64)
-    norm_a2, n_obs = backend.init_blocks(J0, cfg.priors, entropy, chain)
+    # the first batch of swap candidates rides on the pass that computes H
+    first = _batch(entropy, chain, 0, backend.n_cols, J0, (), None, cfg.n_candidates)
+    norm_a2, n_obs = backend.init_blocks(J0, cfg.priors, entropy, chain, extra=first,
+                                         max_rows=cfg.max_cached_rows)
     G = backend.gram(J0)
     if cfg.w_init == "lstsq":
         # a W far from its conditional posterior makes the first swap decisions noise
@@ -167,8 +181,8 @@ def initial_state(backend, cfg: ChainConfig, entropy: int, chain: int, J0=None):
             entropy=entropy, chain=chain, iteration=-1, priors=cfg.priors, sigma2=1.0, G=G,
             P2=np.linalg.pinv(G, hermitian=True)))
         score = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
-    return ClientState(iteration=0, J=J0, G=G, sse=sse, sigma2=sigma2,
-                       score=score), norm_a2, n_obs
+    return ClientState(iteration=0, J=J0, G=G, sse=sse, sigma2=sigma2, score=score,
+                       cached=list(first)), norm_a2, n_obs
 
 
 def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, norm_a2, n_obs):
@@ -193,10 +207,15 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
         u, pos = _next_candidate(entropy, chain, st, backend.n_cols, st.J)
         _ensure_cached(backend, cfg, entropy, chain, st, u, st.J)
         st.cand_pos = pos
-        gcol, squ = backend.column(u, proposal=took)
+        got = st.peek.get((u, took))
+        gcol, squ = got if got is not None else backend.column(u, proposal=took)
         G2, _ = proposal_gram(st.G, p, gcol, squ)
         J2 = st.J.copy()
         J2[p] = u
+        # the next incoming column, for either outcome of the next swap choice: the
+        # blocks holding it return its H column with this iteration's results
+        peek = ((_next_candidate(entropy, chain, st, backend.n_cols, st.J)[0], False),
+                (_next_candidate(entropy, chain, st, backend.n_cols, J2)[0], True))
         st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
         record = _record(cfg, st, st.J) if retained else None
         ls_start = cfg.proposal_init == "lstsq"
@@ -204,8 +223,11 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
         P2 = np.linalg.pinv(G2, hermitian=True) if ls_start or ls_score else None
         ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
                           sigma2=st.sigma2, G=st.G, G2=G2, take2=took, p=p, u=u, record=record,
-                          P2=P2, ls_start=ls_start, ls_score=ls_score, J=st.J)
+                          P2=P2, ls_start=ls_start, ls_score=ls_score, J=st.J, peek=peek)
         res = backend.map(block_aggressive, ctx)
+        st.peek = {}
+        for r in res:
+            st.peek.update(r[-1])
         hw1 = sum(r[0] for r in res)
         wgw1 = sum(r[1] for r in res)
         hw2 = sum(r[2] for r in res)
@@ -255,9 +277,18 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
     st.iteration = t + 1
 
 
-def _fixed_basis_start(backend, cfg, entropy, key, chain):
+def _fixed_basis_start(backend, cfg, entropy, key, chain, current=None):
+    # ``current``: the basis the blocks hold now (slot order). When it is ``key`` up to
+    # order, H is reordered in place of a pass over A.
     J = np.asarray(key, dtype=np.int64)
-    norm_a2, n_obs = backend.init_blocks(J, cfg.priors, entropy, chain)
+    if current is not None and np.array_equal(np.sort(current), np.sort(J)):
+        pos = {int(c): i for i, c in enumerate(current)}
+        backend.map(block_rebase, StepContext(
+            entropy=entropy, chain=chain, iteration=-1, priors=cfg.priors, sigma2=1.0,
+            G=np.zeros((0, 0)), perm=np.array([pos[int(j)] for j in J], dtype=np.int64)))
+        norm_a2, n_obs = backend.norm_a2, backend.n_obs
+    else:
+        norm_a2, n_obs = backend.init_blocks(J, cfg.priors, entropy, chain)
     G = backend.gram(J)
     P = np.linalg.pinv(G, hermitian=True)
     base = StepContext(entropy=entropy, chain=chain, iteration=cfg.n_iter, priors=cfg.priors,
@@ -268,7 +299,7 @@ def _fixed_basis_start(backend, cfg, entropy, key, chain):
 
 def map_estimate(backend, cfg: ChainConfig, entropy: int, key, sigma2: float, *,
                  started: bool = False, max_sweeps: int = 200, rtol: float = 1e-10,
-                 chain: int = 0):
+                 chain: int = 0, current=None):
     """MAP of W given the basis ``key`` and sigma^2, by iterated conditional modes.
 
     The conditional posterior of W given J and sigma^2 is a Gaussian restricted to a
@@ -280,7 +311,7 @@ def map_estimate(backend, cfg: ChainConfig, entropy: int, key, sigma2: float, *,
         G = backend.gram(np.asarray(key, dtype=np.int64))
         norm_a2 = backend.norm_a2
     else:
-        G, norm_a2, _ = _fixed_basis_start(backend, cfg, entropy, key, chain)
+        G, norm_a2, _ = _fixed_basis_start(backend, cfg, entropy, key, chain, current)
     ctx = StepContext(entropy=entropy, chain=chain, iteration=cfg.n_iter, priors=cfg.priors,
                       sigma2=sigma2, G=G)
     prev = np.inf
@@ -298,7 +329,28 @@ def map_estimate(backend, cfg: ChainConfig, entropy: int, key, sigma2: float, *,
     return W, n + 1
 
 
-def refine(backend, cfg: ChainConfig, entropy: int, key, n_sweeps: int, chain: int = 0):
+def lstsq_estimate(backend, cfg: ChainConfig, entropy: int, key, *, started: bool = False,
+                   chain: int = 0, current=None):
+    """The exact box-constrained least-squares W given the basis ``key``: the W with
+    ``a <= W <= b`` that minimises ||A - C W||^2 (the maximum-likelihood W inside the
+    prior's support). Starts from the blocks' W when ``started`` (e.g. after
+    :func:`refine`), else from the clipped least-squares fit. Returns W, rows in the
+    order of ``key``."""
+    J = np.asarray(key, dtype=np.int64)
+    if started:
+        G = backend.gram(J)
+    else:
+        G, _, _ = _fixed_basis_start(backend, cfg, entropy, key, chain, current)
+    ls_key = ("lstsq", *key)
+    backend.map(block_box_lstsq, StepContext(
+        entropy=entropy, chain=chain, iteration=cfg.n_iter, priors=cfg.priors, sigma2=1.0,
+        G=G, P2=np.linalg.pinv(G, hermitian=True), record=(ls_key, np.arange(len(J)), ())))
+    _, W, _ = backend.posterior(ls_key)
+    return W
+
+
+def refine(backend, cfg: ChainConfig, entropy: int, key, n_sweeps: int, chain: int = 0,
+           current=None):
     """Posterior of W given the reported basis: ``n_sweeps`` Gibbs sweeps (with sigma^2
     draws) with J fixed to ``key``, started from the clipped least-squares fit.
 
@@ -306,7 +358,7 @@ def refine(backend, cfg: ChainConfig, entropy: int, key, n_sweeps: int, chain: i
     after everything else has been read from them. Returns (count, mean, sd, sigma2s).
     """
     pri = cfg.priors
-    G, norm_a2, n_obs = _fixed_basis_start(backend, cfg, entropy, key, chain)
+    G, norm_a2, n_obs = _fixed_basis_start(backend, cfg, entropy, key, chain, current)
     J = np.asarray(key, dtype=np.int64)
     hw, wgw = backend.quadratics(G)
     sse = sse_from_stats(norm_a2, hw, wgw)

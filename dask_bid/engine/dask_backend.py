@@ -67,6 +67,9 @@ MAX_DEFAULT_BLOCKS = 8
 MIN_BLOCK_WORK = 2**21
 #: ... and at least this many columns.
 MIN_BLOCK_COLS = 32
+#: The reported SSE comes from the blocks' statistics unless it is below this fraction of
+#: ||A||^2 (see DaskBackend.final_sse).
+STATS_SSE_FLOOR = 1e-4
 
 
 # --------------------------------------------------------------------------- layout
@@ -385,9 +388,14 @@ def _write_rows(C, target, r0, r1):
     return r1 - r0
 
 
-def _init_block(assembled, index, a, b, priors, entropy, chain, trace_cols):
-    H, sq = assembled
-    return block_init(index, a, b, H, sq, priors, entropy, chain, trace_cols=trace_cols)
+def _init_block(assembled, index, a, b, priors, entropy, chain, trace_cols, extra=(),
+                max_rows=0):
+    P, sq = assembled
+    K = P.shape[0] - len(extra)
+    state = block_init(index, a, b, P[:K], sq, priors, entropy, chain, trace_cols=trace_cols)
+    if extra:
+        state = block_add_rows(state, extra, P[K:], max_rows)
+    return state
 
 
 def _init_stats(assembled):
@@ -414,6 +422,10 @@ def _quadratics(held, G):
 
 def _add_rows(held, cols, rows, max_rows):
     return block_add_rows(_state(held), cols, rows, max_rows)
+
+
+def _inner_h(held, W):
+    return float(np.vdot(_state(held).H, W))
 
 
 def _posterior(held, key):
@@ -520,13 +532,16 @@ class DaskBackend:
                 for b in range(len(self.blocks))]
 
     # -- the backend protocol -----------------------------------------------
-    def init_blocks(self, J, priors, entropy, chain):
+    def init_blocks(self, J, priors, entropy, chain, extra=(), max_rows=0):
+        """Set up the blocks for basis J in one pass over A; the same pass also computes
+        the rows a_u^T A of the swap candidates ``extra`` (cached as by ``add_rows``)."""
         import dask
 
         from .._errors import NonFiniteInputError
 
         J = [int(j) for j in J]
-        totals = self._group_totals(_init_part, _sum_init, J)
+        extra = tuple(int(c) for c in extra)
+        totals = self._group_totals(_init_part, _sum_init, J + list(extra))
         bad = dask.delayed(_count_bad, pure=True)(totals)
         handles = self.ex.compute(self._per_block(totals, _assemble_init) + [bad])
         assembled, bad = handles[:-1], handles[-1]
@@ -534,7 +549,8 @@ class DaskBackend:
         self._n += 1
         self._held = [
             self.ex.submit(_init_block, assembled[b], b, a, e, priors, entropy, chain,
-                           self.trace_cols, key=self._key("init", b), hint=self._hints[b])
+                           self.trace_cols, extra, int(max_rows), key=self._key("init", b),
+                           hint=self._hints[b])
             for b, (a, e) in enumerate(self.blocks)]
         stats = self.ex.gather([self.ex.submit(_init_stats, h, key=self._key("sq", b))
                                 for b, h in enumerate(assembled)] + [bad])
@@ -593,6 +609,31 @@ class DaskBackend:
 
     def traces(self):
         return self.ex.gather(self._submit_blocks("traces", _traces))
+
+    def final_sse(self, columns, W, held):
+        """(||A - A[:, columns] W||^2, None) for the reported fit.
+
+        When the blocks hold the basis ``columns`` (``held``), from their H with no pass
+        over A: ||A||^2 - 2 <H, W> + <W, G W>, unless that cancels so much (SSE below
+        :data:`STATS_SSE_FLOOR` of ||A||^2, losing more than 4 of the 16 digits) that the
+        direct pass is worth it. Otherwise directly, as :meth:`sse`.
+        """
+        from .cluster import RECOVERABLE_ERRORS
+
+        if held:
+            try:
+                G = self.gram(np.asarray(columns, dtype=np.int64))
+                Ws = self.ex.scatter([np.ascontiguousarray(W[:, a:b]) for a, b in self.blocks])
+                self._n += 1
+                hw = sum(self.ex.gather([
+                    self.ex.submit(_inner_h, h, w, key=self._key("hw", b))
+                    for b, (h, w) in enumerate(zip(self._held, Ws, strict=True))]))
+                sse = self.norm_a2 - 2.0 * hw + float(np.vdot(W, G @ W))
+                if sse >= STATS_SSE_FLOOR * self.norm_a2:
+                    return sse, None
+            except RECOVERABLE_ERRORS:
+                pass  # a worker died under us: the direct pass below retries
+        return self.sse(columns, W)
 
     def sse(self, columns, W, mask=None):
         """(||A - A[:, columns] W||^2, None), directly from A in one streaming pass."""

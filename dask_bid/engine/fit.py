@@ -264,7 +264,7 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
     else:
         spec = StoreSpec(local_path(out), storage_options)
 
-    cfg = chain_config(p)
+    cfg = chain_config(p, N)
     n_trace = min(int(p["n_trace_columns"]), N)
     trace_cols = np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64)) if n_trace else ()
 
@@ -291,7 +291,7 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
                     starts.append((state, J0))
                 outputs = _run_chains(ex, ckpt, runners, starts)
                 res = summarise(p, outputs, backends, entropy, (M, N), trace_cols,
-                                 lambda cols, W: backends[0].sse(cols, W))
+                                 backends[0].final_sse)
                 res.n_recoveries = sum(r.n_recoveries for r in runners)
                 if group is not None:
                     _write_C(group, backends[0], res.columns, layout, src)

@@ -64,15 +64,22 @@ class MemoryBackend:
         raise IndexError(col)
 
     # -- the backend protocol ------------------------------------------------
-    def init_blocks(self, J, priors, entropy, chain):
+    def init_blocks(self, J, priors, entropy, chain, extra=(), max_rows=0):
+        """Blocks for basis J (and the rows of the swap candidates ``extra``, cached)."""
         A = self.A
-        C = A[:, J]
+        K = len(J)
+        extra = [int(c) for c in extra]
+        # H and the candidate rows from one product, as the Dask engine's pass makes them
+        # (so that both give the same floats when A is read in one tile)
+        C = A[:, list(J) + extra]
 
         def make(i):
             a, b = self.blocks[i]
             Ab = A[:, a:b]
-            return block_init(i, a, b, C.T @ Ab, np.einsum("ij,ij->j", Ab, Ab), priors,
-                              entropy, chain, trace_cols=self.trace_cols)
+            P = C.T @ Ab
+            s = block_init(i, a, b, P[:K], np.einsum("ij,ij->j", Ab, Ab), priors,
+                           entropy, chain, trace_cols=self.trace_cols)
+            return block_add_rows(s, extra, P[K:], max_rows) if extra else s
 
         self.states = self._run(make, list(range(len(self.blocks))))
         self.norm_a2 = float(sum(s.sq.sum() for s in self.states))
@@ -137,7 +144,7 @@ class MaskedMemoryBackend(MemoryBackend):
         self.mask = np.asarray(mask, dtype=bool)
         self.maskf = self.mask.astype(np.float64)
 
-    def init_blocks(self, J, priors, entropy, chain):
+    def init_blocks(self, J, priors, entropy, chain, extra=(), max_rows=0):
         A, Mk = self.A, self.mask
         C = A[:, J]
 
@@ -152,6 +159,8 @@ class MaskedMemoryBackend(MemoryBackend):
                               entropy, chain, trace_cols=self.trace_cols, Gn=Gn)
 
         self.states = self._run(make, list(range(len(self.blocks))))
+        if len(extra):
+            self.add_rows(list(extra), max_rows)
         self.norm_a2 = float(sum(s.sq.sum() for s in self.states))
         self.n_obs = int(Mk.sum())
         return self.norm_a2, self.n_obs

@@ -22,10 +22,11 @@ class BIDResult:
     columns : (K,) int64
         Sorted indices J of the selected columns (the point estimate).
     components : (K, N) float64
-        W for ``columns``: the posterior mean of the retained draws whose basis was
-        ``columns``, with W[:, columns] set to the identity. Rows follow ``columns``.
+        W for ``columns`` as chosen by ``w_estimate`` (default: the box-constrained
+        least-squares fit; ``"map"``: the posterior mode; ``"mean"``: the posterior mean),
+        with W[:, columns] set to the identity. Rows follow ``columns``.
     components_sd : (K, N) float64
-        Posterior standard deviation of W over the same draws (0 on the identity block).
+        Posterior standard deviation of W given ``columns`` (0 on the identity block).
     sigma2 : float
         Posterior mean of sigma^2 over all retained draws.
     inclusion_probability : (N,) float64
@@ -43,13 +44,19 @@ class BIDResult:
     n_draws_point : int
         Number of retained draws that had the reported basis.
     mse, mse_observed : float
-        ||A - C W||^2 / (M N) for the point estimate, computed directly from A; the
-        second over observed entries only (None when no mask is known).
+        ||A - C W||^2 / (M N) for the point estimate (see ``docs/model.md``); the second
+        over observed entries only (None when no mask is known).
     max_abs_w : float
     n_passes : int
         Streaming passes over A for swap candidates (all chains).
     params : dict
         Every parameter of the fit, the seed entropy and the package versions.
+    C : ndarray, dask array or None
+        The selected columns A[:, columns] (Dask engine: lazy for Zarr and dask input, read
+        from the output group when ``out`` was given; None in memory).
+    n_recoveries : int
+        Dask engine: times the chains were restored from a checkpoint after losing a
+        worker.
     """
 
     columns: np.ndarray
@@ -71,6 +78,8 @@ class BIDResult:
     n_features: int
     params: dict[str, Any] = field(default_factory=dict)
     draws_w: dict | None = None
+    C: Any = None
+    n_recoveries: int = 0
 
     @property
     def n_chains(self) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .chain import ChainConfig, map_estimate, refine
+from .chain import ChainConfig, lstsq_estimate, map_estimate, refine
 from .result import TRACE_DTYPE, BIDResult
 
 __all__ = ["chain_config", "summarise", "versions"]
@@ -32,12 +32,28 @@ def _point_estimate(p, counts, best):
     return max(counts, key=lambda k: (counts[k], -best[k]))
 
 
-def chain_config(p) -> ChainConfig:
+#: n_candidates="auto": the candidate rows of A^T A one pass computes may take this many
+#: bytes over all blocks (8 N bytes a row), between 8 and 512 rows
+AUTO_CANDIDATE_BYTES = 32 * 2**20
+
+
+def n_candidates_for(n_candidates, n_cols: int, n_iter: int) -> int:
+    """Swap candidates computed per pass: ``n_candidates`` itself, or for ``"auto"`` as
+    many rows as :data:`AUTO_CANDIDATE_BYTES` holds (8 to 512, at most ``n_iter + 1``):
+    every proposal needs its own row whatever the batching, so larger batches cost
+    memory, not arithmetic, and save passes over A."""
+    if n_candidates != "auto":
+        return int(n_candidates)
+    fit = AUTO_CANDIDATE_BYTES // (8 * max(int(n_cols), 1))
+    return int(max(8, min(512, fit, int(n_iter) + 1)))
+
+
+def chain_config(p, n_cols: int) -> ChainConfig:
+    nc = n_candidates_for(p["n_candidates"], n_cols, p["n_iter"])
     return ChainConfig(n_components=p["n_components"], priors=p["priors"],
                        aggressive=bool(p["aggressive"]), n_iter=p["n_iter"],
                        burn_in=p["burn_in"], thin=p["thin"], temperature=p["temperature"],
-                       n_candidates=p["n_candidates"],
-                       max_cached_rows=max(4 * p["n_candidates"], 16),
+                       n_candidates=nc, max_cached_rows=max(4 * nc, 16),
                        point_estimate=p["point_estimate"], proposal_init=p["proposal_init"],
                        w_init="prior" if isinstance(p["init"], str) and p["init"] == "random"
                        else "lstsq", swap_score=p["swap_score"])
@@ -60,6 +76,10 @@ def _traced_draws(backends, key, n_keep, K, trace_cols):
 
 def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=None):
     """Point estimate and summaries of finished chains (see ``bayesian_id``'s Notes).
+
+    ``sse_fn(cols, W, held)`` returns (SSE over all entries, SSE over observed ones or
+    None); ``held`` says whether the first backend's blocks hold the basis ``cols`` in
+    this order (so that the SSE may come from their H without a pass over A).
 
     With ``refine_sweeps > 0`` the first backend's blocks are re-initialised for the
     reported basis and swept with it fixed; everything else is read from the blocks
@@ -85,10 +105,13 @@ def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=Non
             s2 += (n - 1) * sd**2 + n * mean**2
             n_tot += n
     n_refine = int(p.get("refine_sweeps", 0))
-    cfg = chain_config(p)
+    cfg = chain_config(p, N)
     sigma2_hat = float(np.mean([np.mean(o.state.draws_sigma2) for o in outputs]))
+    # the blocks of chain 0 still hold its last basis: when it is the reported one, the
+    # fixed-basis passes below reorder H instead of recomputing it from A
+    current = outputs[0].state.J
     if n_refine:
-        _, W, sd, s2_ref = refine(backends[0], cfg, entropy, key, n_refine)
+        _, W, sd, s2_ref = refine(backends[0], cfg, entropy, key, n_refine, current=current)
         sigma2_hat = float(np.mean(s2_ref))
     else:
         W = s / n_tot
@@ -96,12 +119,16 @@ def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=Non
         sd = np.sqrt(var)
     if p.get("w_estimate", "mean") == "map":
         W, _ = map_estimate(backends[0], cfg, entropy, key, sigma2_hat,
-                            started=bool(n_refine))
+                            started=bool(n_refine), current=current)
+    elif p.get("w_estimate") == "lstsq":
+        W = lstsq_estimate(backends[0], cfg, entropy, key, started=bool(n_refine),
+                           current=current)
     a, b = p["priors"].a, p["priors"].b
     np.clip(W, a, b, out=W)
     W[:, cols] = np.eye(K)
     sd[:, cols] = 0.0
-    sse_all, sse_obs = sse_fn(cols, W)
+    held = bool(n_refine) or p.get("w_estimate") in ("map", "lstsq")
+    sse_all, sse_obs = sse_fn(cols, W, held)
     trace = np.empty((len(outputs), p["n_iter"]), dtype=TRACE_DTYPE)
     for c, o in enumerate(outputs):
         trace["mse"][c] = o.state.trace_mse

@@ -22,7 +22,7 @@ POINT_ESTIMATES = ("mode", "best")
 INITS = ("auto", "random", "sketch", "cpqr")
 MISSING = ("zero", "mask")
 PROPOSAL_INITS = ("copy", "lstsq")
-W_ESTIMATES = ("mean", "map")
+W_ESTIMATES = ("mean", "map", "lstsq")
 SWAP_SCORES = ("draw", "lstsq")
 
 #: Strictly positive parameters, with what they are (for the messages) and the default.
@@ -176,9 +176,13 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
     out["missing"] = _choice("missing", p["missing"], MISSING,
                              " ('zero': every entry counts; 'mask': NaN marks a missing entry)")
     out["n_chains"] = _int("n_chains", p["n_chains"], 1)
-    out["n_candidates"] = _int(
-        "n_candidates", p["n_candidates"], 1,
-        hint=" It is the number of swap candidates computed per pass over A (default 8).")
+    if isinstance(p["n_candidates"], str) and p["n_candidates"].lower() == "auto":
+        out["n_candidates"] = "auto"
+    else:
+        out["n_candidates"] = _int(
+            "n_candidates", p["n_candidates"], 1,
+            hint=" It is the number of swap candidates computed per pass over A, or 'auto' "
+                 "(the default).")
     if p["block_size"] is not None:
         out["block_size"] = _int("block_size", p["block_size"], 1,
                                  hint=" Pass None to split the columns evenly.")
@@ -194,7 +198,8 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
                                     " (how proposed bases are compared)")
     if "w_estimate" in p:
         out["w_estimate"] = _choice("w_estimate", p["w_estimate"], W_ESTIMATES,
-                                    " (posterior mean or mode of W for the reported basis)")
+                                    " (posterior mean or mode of W for the reported basis, or its "
+                                    "box-constrained least squares)")
     _check_random_state(p["random_state"])
     out["priors"] = Priors(hierarchical=out["model"] == "gbtn", a=a, b=b,
                            alpha_sigma=out["alpha_sigma"], beta_sigma=out["beta_sigma"],

@@ -828,8 +828,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--point-estimate", choices=("mode", "best"), default=None,
                      help="reported basis: the lowest-SSE draw's (best, default) or the most "
                      "visited (mode)")
-    fit.add_argument("--w-estimate", choices=("mean", "map"), default=None,
-                     help="reported W: posterior mode (map, default) or mean")
+    fit.add_argument("--w-estimate", choices=("mean", "map", "lstsq"), default=None,
+                     help="reported W: box-constrained least squares (lstsq, default), "
+                     "posterior mode (map) or mean")
     fit.add_argument("--refine-sweeps", type=_nonneg_int, default=None, metavar="N",
                      help="W sweeps with the reported basis fixed after the chain")
     fit.add_argument("--missing", choices=("zero", "mask"), default=None,

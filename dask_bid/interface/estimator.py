@@ -41,8 +41,9 @@ class BayesianID:
         GBTN hyperprior.
     init : {"auto", "random", "sketch", "cpqr"} or array of K ints, default="auto"
         Starting basis: uniformly random (the paper), the randomized ID of a Gaussian
-        sketch, a deterministic pivoted-QR ID, or given columns. "auto" is "cpqr" up to
-        10,000 columns and "sketch" beyond. Except with "random", W starts at the
+        sketch, a deterministic pivoted-QR ID, or given columns. "auto" is "cpqr" while
+        its triangular factor is cheap (N <= 10,000 and 2 M N^2 <= 2e11 flops) and
+        "sketch" (one pass over A) beyond. Except with "random", W starts at the
         least-squares fit for the starting basis clipped to ``bounds`` (else its prior).
     point_estimate : {"mode", "best"}, default="best"
         How the basis J is reported; see Notes.
@@ -53,8 +54,11 @@ class BayesianID:
         Aggressive sampler: the proposal's W starts as a copy of the current W (the
         paper) or as the least-squares fit for the proposed basis clipped to ``bounds``;
         either way it then gets one Gibbs sweep given the proposed columns.
-    n_candidates : int, default=8
-        Swap candidates whose rows of A^T A are computed per streaming pass.
+    n_candidates : int or "auto", default="auto"
+        Swap candidates whose rows of A^T A are computed per streaming pass. Every
+        proposal needs its own row however they are batched, so a larger batch costs
+        memory (8 N bytes a row), not arithmetic, and saves passes over A. "auto": as
+        many as 32 MiB hold, between 8 and 512.
     block_size : int or None
         Columns per block of W (None: split in ``n_threads`` blocks).
     n_threads : int, default=2
@@ -66,9 +70,12 @@ class BayesianID:
         After the chain, Gibbs sweeps of W with the reported basis fixed (started from its
         clipped least-squares fit); W and its sd are then the posterior mean and sd of
         those sweeps. 0 (the paper) summarises the chain's own retained draws instead.
-    w_estimate : {"mean", "map"}, default="map"
-        The reported W for the reported basis: the posterior mean, or the posterior
-        mode given the basis and sigma^2 (iterated conditional modes, converged).
+    w_estimate : {"mean", "map", "lstsq"}, default="lstsq"
+        The reported W for the reported basis: the posterior mean, the posterior mode
+        given the basis and sigma^2 (iterated conditional modes, converged), or the exact
+        box-constrained least squares, the W with |W| <= 1 that minimises
+        ||A - C W||^2 (the posterior mode under a flat prior on the box; the lowest
+        error any W with the bounds can reach with this basis).
     swap_score : {"draw", "lstsq"}, default="lstsq"
         Aggressive sampler: what the Barker choice between the current and the proposed
         basis compares. "draw" (the paper) compares the SSE of their sampled W's, which
@@ -101,8 +108,9 @@ class BayesianID:
     -----
     The sampler is described in ``docs/model.md``. The reported basis J is the one of the
     lowest-SSE retained draw (``"best"``) or the one visited by the most retained draws
-    (``"mode"``). W is then the posterior mode given J and sigma^2 (``w_estimate="map"``)
-    or the posterior mean (``"mean"``: of ``refine_sweeps`` sweeps with J fixed, or of the
+    (``"mode"``). W is then the box-constrained least-squares fit given J
+    (``w_estimate="lstsq"``), the posterior mode given J and sigma^2 (``"map"``) or the
+    posterior mean (``"mean"``: of ``refine_sweeps`` sweeps with J fixed, or of the
     chain's retained draws with that basis when ``refine_sweeps=0``).
 
     The defaults of ``init``, ``proposal_init``, ``point_estimate``, ``w_estimate`` and
@@ -126,9 +134,9 @@ class BayesianID:
                  thin=5, bounds=(-1.0, 1.0), alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0,
                  mu_mu=0.0, tau_mu=0.1, alpha_t=1.0, beta_t=1.0, init="auto",
                  point_estimate="best", temperature=1.0, n_chains=1, proposal_init="copy",
-                 n_candidates=8,
+                 n_candidates="auto",
                  block_size=None, n_threads=2, missing="zero", n_trace_columns=10,
-                 refine_sweeps=20, w_estimate="map", swap_score="lstsq",
+                 refine_sweeps=20, w_estimate="lstsq", swap_score="lstsq",
                  random_state=None):
         self.n_components = n_components
         self.model = model

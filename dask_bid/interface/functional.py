@@ -20,21 +20,25 @@ DEFAULTS = dict(
     model="gbt", aggressive=True, n_iter=500, burn_in=100, thin=5, bounds=(-1.0, 1.0),
     alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0, mu_mu=0.0, tau_mu=0.1, alpha_t=1.0,
     beta_t=1.0, init="auto", point_estimate="best", temperature=1.0, n_chains=1,
-    proposal_init="copy", n_candidates=8, block_size=None, n_threads=2, missing="zero",
-    n_trace_columns=10, refine_sweeps=20, w_estimate="map", swap_score="lstsq",
+    proposal_init="copy", n_candidates="auto", block_size=None, n_threads=2, missing="zero",
+    n_trace_columns=10, refine_sweeps=20, w_estimate="lstsq", swap_score="lstsq",
     random_state=None,
 )
 
 
 AUTO_CPQR_MAX_COLUMNS = 10_000
+#: and up to this many flops (2 M N^2, its triangular factor): a few seconds on a laptop,
+#: where the sketch costs one pass over A whatever N is
+AUTO_CPQR_MAX_FLOPS = 2e11
 
 #: The paper's exact sampler and summary (Lu 2022): pass as ``BayesianID(K, **PAPER_SETTINGS)``.
 PAPER_SETTINGS = dict(init="random", proposal_init="copy", point_estimate="mode",
                       w_estimate="mean", refine_sweeps=0, swap_score="draw")
 
 
-def A_n_cols(A):
-    return int(A.shape[1]) if hasattr(A, "shape") else int(as_matrix_source(A).shape[1])
+def A_shape(A):
+    return tuple(int(s) for s in (A.shape if hasattr(A, "shape") else
+                                  as_matrix_source(A).shape))
 
 
 def _initial_columns(A, p, entropy, chain):
@@ -45,15 +49,18 @@ def _initial_columns(A, p, entropy, chain):
     if init == "random":
         return None
     if init == "auto":
-        # the deterministic pivoted QR needs an N x N triangular factor: fine up to
-        # AUTO_CPQR_MAX_COLUMNS columns, beyond that the sketch
-        init = "cpqr" if A_n_cols(A) <= AUTO_CPQR_MAX_COLUMNS else "sketch"
-    from ..baselines import RandomizedID
+        # the deterministic pivoted QR needs an N x N triangular factor (2 M N^2 flops):
+        # worth it while that is cheap, beyond it the sketch (one pass over A)
+        M, N = A_shape(A)
+        cheap = N <= AUTO_CPQR_MAX_COLUMNS and 2.0 * M * N * N <= AUTO_CPQR_MAX_FLOPS
+        init = "cpqr" if cheap else "sketch"
+    from ..baselines import select_columns
 
     method = "cpqr" if init == "cpqr" else "randomized"
     seed = np.random.SeedSequence(entropy, spawn_key=(chain, 0, 0, 99))
     try:
-        rid = RandomizedID(K, method=method, random_state=np.random.default_rng(seed)).fit(A)
+        # only J: RandomizedID.fit would spend two more passes on W and its MSE
+        return select_columns(A, K, method=method, random_state=np.random.default_rng(seed))
     except NonFiniteInputError as exc:
         # out-of-core input meets its first full read here: say what the sampler accepts
         where = str(exc).split(". ")[0].rstrip(".")
@@ -61,7 +68,6 @@ def _initial_columns(A, p, entropy, chain):
             f"{where} (found while computing the initial basis, init={p['init']!r}). Fill "
             "them (e.g. with 0, as the paper does for missing values), or pass "
             "missing='mask' to treat NaN as missing.") from exc
-    return np.asarray(rid.columns_, dtype=np.int64)
 
 
 def bayesian_id(A, n_components, **kwargs) -> BIDResult:
@@ -138,7 +144,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
 def _fit_memory(X, p, mask=None, callback=None) -> BIDResult:
     M, N = X.shape
     entropy = root_entropy(p["random_state"])
-    cfg = chain_config(p)
+    cfg = chain_config(p, N)
     n_trace = min(int(p["n_trace_columns"]), N)
     trace_cols = np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64)) if n_trace else ()
     opts = dict(block_size=p["block_size"], n_threads=p["n_threads"], trace_cols=trace_cols)
@@ -159,7 +165,7 @@ def _fit_memory(X, p, mask=None, callback=None) -> BIDResult:
         outputs = [chain(0)]
     try:
         return summarise(p, outputs, backends, entropy, (M, N), trace_cols,
-                          lambda cols, W: backends[0].sse(cols, W), mask=mask)
+                          lambda cols, W, held: backends[0].sse(cols, W), mask=mask)
     finally:
         for be in backends:
             be.close()

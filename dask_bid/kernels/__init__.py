@@ -5,6 +5,7 @@ from .block import (
     StepContext,
     block_add_rows,
     block_aggressive,
+    block_box_lstsq,
     block_column,
     block_icm,
     block_init,
@@ -13,9 +14,11 @@ from .block import (
     block_plain_finish,
     block_plain_propose,
     block_posterior,
+    block_rebase,
     block_set_mask_row,
     block_traces,
 )
+from .boxls import box_lstsq, box_qp
 from .priors import MODELS, Priors
 from .rng import root_entropy, stream
 from .stats import barker_accept, draw_sigma2, log_barker, sse_from_stats
@@ -30,6 +33,10 @@ from .sweep import (
 from .truncnorm import gtn_cdf, gtn_draw, gtn_logpdf, gtn_offset_cdf, sample_gtn
 
 __all__ = [
+    "box_lstsq",
+    "box_qp",
+    "block_box_lstsq",
+    "block_rebase",
     "gtn_draw",
     "sample_gtn",
     "gtn_cdf",

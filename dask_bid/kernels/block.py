@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .boxls import box_lstsq
 from .priors import Priors
 from .rng import PRIOR, SWEEP, SWEEP2, stream
 from .swap import swap_delta, swap_delta_masked, swapped_grams, swapped_h
@@ -31,6 +32,8 @@ __all__ = [
     "block_lstsq_start",
     "block_lstsq_score",
     "block_icm",
+    "block_box_lstsq",
+    "block_rebase",
     "block_set_mask_row",
     "block_posterior",
     "block_traces",
@@ -85,6 +88,11 @@ class StepContext(NamedTuple):
     ls_start: bool = False  # start the proposal's W at clip(P2 @ H2) (else a copy of W)
     ls_score: bool = False  # also return <H2, W_ls>, <W_ls, G2 W_ls> for W_ls = clip(P2 @ H2)
     J: np.ndarray | None = None  # the current basis (slot order), for masked swaps
+    # aggressive: (column, proposal?) pairs whose (H[:, col], ||a_col||^2) the blocks
+    # holding them return after the sweep: the next iteration's incoming column for
+    # either outcome of its swap choice, so that it needs no round trip of its own
+    peek: tuple = ()
+    perm: np.ndarray | None = None  # block_rebase: new slot order as indices of the old
 
 
 def _local(state, col):
@@ -168,7 +176,8 @@ def block_aggressive(state: BlockState, ctx: StepContext):
     Optionally promote the proposal to current, form the new proposal (row p of
     H from the cached row of the incoming column), sweep both W's.
     Returns the new state and (hw1, wgw1, hw2, wgw2), followed with ``ctx.ls_score`` by
-    the quadratics of the proposal's clipped least-squares W.
+    the quadratics of the proposal's clipped least-squares W and with ``ctx.peek`` by a
+    dict {(col, proposal): (H[:, col], ||a_col||^2)} of the peeked columns held here.
     """
     if ctx.take2:
         W, H, Mu, Tau, Gn = state.W2, state.H2, state.Mu2, state.Tau2, state.Gn2
@@ -191,6 +200,10 @@ def block_aggressive(state: BlockState, ctx: StepContext):
     hw2, wgw2 = _sweep_with_hyper(g2, ctx.G2, H2, W2, Mu2, Tau2, ctx.sigma2, ctx.priors, Gn2)
     new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, W2=W2, H2=H2, Mu2=Mu2, Tau2=Tau2,
                          Gn=Gn, Gn2=Gn2, mrow=None)
+    if ctx.peek:
+        peeks = {(c, pr): block_column(new, c, pr) for c, pr in ctx.peek
+                 if state.start <= c < state.stop}
+        return _record(new, W, ctx.record), (hw1, wgw1, hw2, wgw2, *score, peeks)
     return _record(new, W, ctx.record), (hw1, wgw1, hw2, wgw2, *score)
 
 
@@ -260,6 +273,26 @@ def block_icm(state: BlockState, ctx: StepContext):
     out = sweep_block(None, ctx.G, state.H, W, ctx.sigma2, ctx.priors, state.Mu, state.Tau,
                       mode=True, Gn=state.Gn)
     return _record(state._replace(W=W), W, ctx.record), out
+
+
+def block_box_lstsq(state: BlockState, ctx: StepContext):
+    """W of the block set to the exact box-constrained least-squares fit given the basis
+    (``ctx.G``, ``ctx.P2`` = pinv(G); per-column Grams when masked), warm-started from
+    the current W. Returns the new state and (hw, wgw)."""
+    W = box_lstsq(ctx.G, state.H, a=ctx.priors.a, b=ctx.priors.b, P=ctx.P2, W0=state.W,
+                  Gn=state.Gn)
+    return _record(state._replace(W=W), W, ctx.record), _quadratics(ctx.G, state.Gn, state.H, W)
+
+
+def block_rebase(state: BlockState, ctx: StepContext):
+    """The state :func:`block_init` would build for the current basis in the slot order
+    ``ctx.perm`` (H's rows reordered: no pass over A). Returns the new state and None."""
+    perm = np.asarray(ctx.perm, dtype=np.int64)
+    Gn = None if state.Gn is None else np.ascontiguousarray(state.Gn[:, perm][:, :, perm])
+    trace_cols = tuple(int(state.start + c) for c in state.trace_local)
+    new = block_init(state.index, state.start, state.stop, state.H[perm], state.sq,
+                     ctx.priors, ctx.entropy, ctx.chain, trace_cols=trace_cols, Gn=Gn)
+    return new, None
 
 
 def block_set_mask_row(state: BlockState, q):
