@@ -115,6 +115,8 @@ def _batch(entropy, chain, pos, n_cols, J, cached, first, n):
     J nor cached, ``n`` in all (fewer if 50 n entries do not hold them)."""
     inJ = set(int(j) for j in J)
     want = [] if first is None else [first]
+    # never more than the columns there are to find
+    n = min(n, n_cols - len(inJ | set(cached) | set(want)) + len(want))
     lookahead = 0
     while len(want) < n and lookahead < 50 * n:
         c = _candidate(entropy, chain, pos, n_cols)
