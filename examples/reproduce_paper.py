@@ -728,20 +728,20 @@ def write_report(store, path: Path, args, img_dir: Path, mask_status):
             f"baselines' max |W| over these cells lies between {min(bw):.17g} and "
             f"{max(bw):.17g}." if bw else
             f"- keeps max |W| ≤ 1 in every seed in **{summ['w']} of {n}** cells.")
-        opt_ties = [r for r in rows if r["tie"] and not r["ok_cpqr"]
+        opt_ties = [r for r in rows if r["tie"]
                     and _cpqr_is_best(store, cells, r["name"], r["K"])]
         if opt_ties:
             add("")
-            add("The cells that miss \"at or below the pivoted-QR ID\" ("
-                + ", ".join(f"{DATASET_LABELS[r['name']]} K={r['K']}" for r in opt_ties)
-                + ") are ties that fall a hair above it (relative "
-                + ", ".join(_rel(r["rel"]) for r in opt_ties) + "): there the pivoted-QR "
-                "basis is the best of all bases (exhaustive search), and "
+            add("The ties (" + ", ".join(f"{DATASET_LABELS[r['name']]} K={r['K']}"
+                                         for r in opt_ties)
+                + ") are the best any ID can do there: the pivoted-QR basis is the best of "
+                "all bases (exhaustive search below), "
                 + ", ".join(f"{_n_at_cpqr(cells, r['name'], r['K'])} of {r['seeds']}"
                             for r in opt_ties)
-                + " seeds report that basis; W is then the posterior mode under the GTN prior "
-                "where the pivoted-QR ID has the unbounded least squares, which already "
-                "satisfies |W| ≤ 1 there, so the mode cannot be below it.")
+                + " seeds report that basis, and with it W is the exact box-constrained "
+                "least-squares fit, which equals the pivoted-QR ID's unbounded least squares "
+                "because that already satisfies |W| ≤ 1 there (Δ "
+                + ", ".join(_rel(r["rel"]) for r in opt_ties) + ").")
         add("")
         add("The details, the gaps and their reasons are in "
             "[the targets section](#the-targets-of-issue-4-cell-by-cell).")
@@ -1016,16 +1016,17 @@ def write_report(store, path: Path, args, img_dir: Path, mask_status):
                      ("yes" if _same_basis(cp, best_rec) else "no") if cp else "-",
                      _fmt(m, 7), f"{m - e['mse']:.3g}", f"{at} of {len(c[HEADLINE])}"))
         add("")
-        ties = [r for r in rows if r["tie"] and not r["ok_cpqr"]
-                and _cpqr_is_best(store, cells, r["name"], r["K"])]
+        ties = [r for r in rows if r["tie"] and _cpqr_is_best(store, cells, r["name"], r["K"])]
         if ties:
             add("Where the pivoted-QR basis is the best basis and its least-squares W already "
                 "satisfies |W| ≤ 1 (its max|W| is 1, from the identity block), no ID can be "
-                "below it: the target \"at or below the pivoted-QR ID\" can then only be met as "
-                "an exact tie, and a W estimate with any shrinkage (the posterior mode under "
-                "the GTN(0, 1) prior) lands a hair above. This is the case in: "
+                "below it: the target \"at or below the pivoted-QR ID\" can then only be met "
+                "as a tie, which the default W (`w_estimate='lstsq'`, the exact "
+                "box-constrained least squares) reaches to rounding; a W estimate with any "
+                "shrinkage (`'map'`, the posterior mode under the GTN(0, 1) prior) would land "
+                "a hair above. This is the case in: "
                 + ", ".join(f"{DATASET_LABELS[r['name']]} K={r['K']} "
-                            f"(+{_fmt(r['mse'] - r['cpqr'], 3)}, {_rel(r['rel'])})"
+                            f"({_fmt(r['mse'] - r['cpqr'], 3)}, {_rel(r['rel'])})"
                             for r in ties) + ".")
             add("")
 

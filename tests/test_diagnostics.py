@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _support import planted
 
 from dask_bid import BayesianID, NotFittedError, bayesian_id, summary, to_inference_data
 from dask_bid.interface.diagnostics import retained_iterations
@@ -12,18 +13,6 @@ from dask_bid.interface.diagnostics import retained_iterations
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)
     import arviz as az
-
-
-def planted(M, N, K, sigma, seed):
-    """A = C W + noise, |W| <= 1/2 off the planted (noise-free) columns J."""
-    rng = np.random.default_rng(seed)
-    J = np.sort(rng.choice(N, K, replace=False))
-    C = rng.standard_normal((M, K))
-    W = rng.uniform(-0.5, 0.5, (K, N))
-    W[:, J] = np.eye(K)
-    E = sigma * rng.standard_normal((M, N))
-    E[:, J] = 0.0
-    return C @ W + E, J
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from pathlib import Path
 import dask.array as da
 import numpy as np
 import pytest
+from _support import assert_same_chain
 from distributed import Client, LocalCluster
 
 from dask_bid.engine import plan_layout, to_zarr
@@ -36,20 +37,6 @@ def _matrix(seed=0):
     rng = np.random.default_rng(seed)
     return (rng.standard_normal((M, K)) @ rng.uniform(-1, 1, (K, N))
             + 0.05 * rng.standard_normal((M, N)))
-
-
-def assert_same_chain(a, b, mse_rtol=0.0):
-    for f in a.trace.dtype.names:
-        np.testing.assert_array_equal(a.trace[f], b.trace[f], err_msg=f"trace {f}")
-    np.testing.assert_array_equal(a.columns, b.columns)
-    np.testing.assert_array_equal(a.components, b.components)
-    np.testing.assert_array_equal(a.components_sd, b.components_sd)
-    np.testing.assert_array_equal(a.draws_columns, b.draws_columns)
-    np.testing.assert_array_equal(a.draws_sigma2, b.draws_sigma2)
-    if mse_rtol:
-        assert a.mse == pytest.approx(b.mse, rel=mse_rtol)
-    else:
-        assert a.mse == b.mse
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ import dask
 import numpy as np
 import pytest
 import zarr
+from _support import assert_same_chain
 from distributed import Client, Future, LocalCluster
 
 from dask_bid.engine import to_zarr
@@ -37,17 +38,6 @@ def _matrix(seed=3):
     rng = np.random.default_rng(seed)
     return (rng.standard_normal((M, K)) @ rng.uniform(-1, 1, (K, N))
             + 0.05 * rng.standard_normal((M, N)))
-
-
-def assert_same_chain(a, b):
-    for f in a.trace.dtype.names:
-        np.testing.assert_array_equal(a.trace[f], b.trace[f], err_msg=f"trace {f}")
-    np.testing.assert_array_equal(a.columns, b.columns)
-    np.testing.assert_array_equal(a.components, b.components)
-    np.testing.assert_array_equal(a.components_sd, b.components_sd)
-    np.testing.assert_array_equal(a.draws_columns, b.draws_columns)
-    np.testing.assert_array_equal(a.draws_sse, b.draws_sse)
-    np.testing.assert_array_equal(a.inclusion_probability, b.inclusion_probability)
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from _support import planted  # noqa: E402
 
 from dask_bid import (  # noqa: E402
     BayesianID,
@@ -27,20 +28,9 @@ from dask_bid.interface.plots import autocorrelation, fit_k_grid  # noqa: E402
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def planted(M=60, N=40, K=3, sigma=0.2, seed=0):
-    rng = np.random.default_rng(seed)
-    J = np.sort(rng.choice(N, K, replace=False))
-    C = rng.standard_normal((M, K))
-    W = rng.uniform(-0.5, 0.5, (K, N))
-    W[:, J] = np.eye(K)
-    E = sigma * rng.standard_normal((M, N))
-    E[:, J] = 0.0
-    return C @ W + E, J
-
-
 @pytest.fixture(scope="module")
 def fit():
-    A, J = planted()
+    A, J = planted(60, 40, 3, 0.2, seed=0)
     res = bayesian_id(A, 3, n_iter=120, burn_in=20, thin=1, n_chains=2, init="sketch",
                       random_state=0)
     return A, J, res
