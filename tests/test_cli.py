@@ -332,7 +332,8 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path):
 
     d, _, _ = data
     out = tmp_path / "r.zarr"
-    base = ["fit", d / "a.npy", "--k", "3", "--out", out, "--n-iter", "200", "--burn-in",
+    # long enough (a few seconds) that the interrupt lands mid-fit on a fast machine
+    base = ["fit", d / "a.npy", "--k", "3", "--out", out, "--n-iter", "1000", "--burn-in",
             "10", "--seed", "3", "--scheduler", "synchronous", "--checkpoint-every", "5"]
     p = subprocess.Popen([sys.executable, "-m", "dask_bid.interface.cli", *map(str, base)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -340,7 +341,7 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path):
     deadline = time.time() + 120
     while time.time() < deadline and not (out / "checkpoint").exists():
         time.sleep(0.05)
-    time.sleep(0.5)
+    time.sleep(0.1)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=120)
     if p.returncode == 0:
