@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import posixpath
+import signal
 import sys
 import threading
 import time
@@ -22,8 +23,8 @@ import warnings
 
 import numpy as np
 
-__all__ = ["main", "build_parser", "ChainProgress", "convert_to_zarr", "TEXT_SUFFIXES",
-           "CONVERTIBLE_SUFFIXES"]
+__all__ = ["main", "build_parser", "ChainProgress", "InterruptLatch", "convert_to_zarr",
+           "TEXT_SUFFIXES", "CONVERTIBLE_SUFFIXES"]
 
 PROG = "dask-bid"
 #: Files converted to a Zarr store before a fit.
@@ -89,6 +90,39 @@ class ChainProgress:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class InterruptLatch:
+    """Ctrl-C raises KeyboardInterrupt as usual and is also remembered; :meth:`check`
+    (called after every iteration) raises it again.
+
+    A KeyboardInterrupt that lands while numba loads a kernel is raised inside an
+    llvmlite ctypes callback, where Python prints and drops it, and the fit would run on;
+    the latch makes the next iteration stop instead. Installed from the main thread only
+    (elsewhere it is inert).
+    """
+
+    def __init__(self):
+        self.hit = False
+        self._old = None
+
+    def _handler(self, signum, frame):
+        self.hit = True
+        raise KeyboardInterrupt
+
+    def check(self):
+        if self.hit:
+            raise KeyboardInterrupt
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+            self._old = None
 
 
 # ----------------------------------------------------------------------------- conversion
@@ -513,10 +547,15 @@ def cmd_fit(args):
         src = convert_to_zarr(src, dst, quiet=args.quiet, overwrite=args.overwrite)
     t0 = time.perf_counter()
     full = _full_params(params)
-    with ChainProgress(full["n_chains"] * full["n_iter"], disable=args.quiet) as bar:
+    with ChainProgress(full["n_chains"] * full["n_iter"], disable=args.quiet) as bar, \
+            InterruptLatch() as latch:
+        def callback(state):
+            latch.check()
+            bar(state)
+
         res = bayesian_id(src, args.k, **params, client=args.scheduler, out=out,
                           overwrite=args.overwrite, resume=args.resume,
-                          checkpoint_every=args.checkpoint_every, callback=bar)
+                          checkpoint_every=args.checkpoint_every, callback=callback)
     wall = time.perf_counter() - t0
     lines = result_lines(res) + [f"wall time    {wall:.1f} s", f"result       {out}"]
     if kinds:
