@@ -974,7 +974,7 @@ def write_report(store, path: Path, args, img_dir: Path, mask_status):
     add("Headline MSE per seed (all entries, 7 significant digits). `=` marks a seed whose "
         "reported basis is the pivoted-QR ID's basis (a column and its copy counted as the "
         "same column); its MSE then differs from the pivoted-QR ID's only through W "
-        "(bounded posterior mode against unbounded least squares).")
+        "(the default box-constrained least squares against unbounded least squares).")
     add("")
     add(_row("dataset", "K", "our CPQR", "seed 0", "seed 1", "seed 2", "seed 3", "seed 4"))
     add(_row(*["---"] * 8))
