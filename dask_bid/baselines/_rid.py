@@ -146,10 +146,15 @@ def _sse_leaf(block, r0, r1, mask=None, *, columns, W):
 
 # ----------------------------------------------------------------------------- linear algebra
 
+def _rank_tol(d, n):
+    """Below this, a diagonal entry of a triangular factor counts as zero."""
+    return n * np.finfo(float).eps * (d.max() if d.size else 0.0)
+
+
 def _solve_upper(R, B, n_rows_hint):
     """Least-squares ``R^{-1} B`` for square upper-triangular R, min-norm if singular."""
     d = np.abs(np.diag(R))
-    tol = max(n_rows_hint, R.shape[1]) * np.finfo(float).eps * (d.max() if d.size else 0.0)
+    tol = _rank_tol(d, max(n_rows_hint, R.shape[1]))
     if d.size and d.min() > tol:
         return sla.solve_triangular(R, B, check_finite=False), True
     return sla.lstsq(R, B, cond=tol / d.max() if d.max() > 0 else None)[0], False
@@ -393,7 +398,7 @@ class RandomizedID:
 
     def _fit_randomized(self, X, K):
         M = X.shape[0]
-        J, passes = self._sketch_columns(X, K)
+        J, _, passes = self._sketch_columns(X, K)
         # least squares W = argmin ||A - C W||_F through C = Q R: W = R^{-1} Q^T A
         if X.in_memory:
             q, R = sla.qr(X.np[:, J], mode="economic", check_finite=False)
@@ -427,8 +432,7 @@ class RandomizedID:
                 S = stream_reduce(X.da, partial(_power_leaf, basis=basis), sum_combine)
                 passes += 1
         _, R, perm = sla.qr(S, pivoting=True, mode="raw", check_finite=False)
-        self._sketch_r = R
-        return np.sort(perm[:K]).astype(np.int64), passes
+        return np.sort(perm[:K]).astype(np.int64), R, passes
 
     def _sse(self, X, mask):
         J, W = self.columns_, self.components_
@@ -569,12 +573,11 @@ def select_columns(A, n_components, **kwargs):
         R, perm, _ = est._cpqr_factor(X)
         J = np.sort(perm[:K]).astype(np.int64)
     else:
-        J = est._sketch_columns(X, K)[0]
-        R = est._sketch_r
+        J, R, _ = est._sketch_columns(X, K)
     # fit() warns when W's triangular solve meets a rank-deficient basis; the same test
     # on the pivoted R that chose J
     d = np.abs(np.diag(R)[:K])
-    if d.size < K or d.min() <= max(X.shape[0], K) * np.finfo(float).eps * d.max(initial=0.0):
+    if d.size < K or d.min() <= _rank_tol(d, max(X.shape[0], K)):
         warnings.warn(
             f"the selected columns of A are numerically rank deficient (rank < "
             f"n_components={K}); any basis of K columns is. Choose a smaller n_components.",
