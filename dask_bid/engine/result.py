@@ -88,9 +88,8 @@ class BIDResult:
     def to_inference_data(self):
         """The retained draws as an ``arviz.InferenceData`` (needs the ``arviz`` extra).
 
-        See :func:`dask_bid.interface.diagnostics.to_inference_data`.
+        See :func:`dask_bid.engine.draws.to_inference_data`.
         """
-        # the one reference upward: a convenience for the optional ArviZ export
-        from ..interface.diagnostics import to_inference_data
+        from .draws import to_inference_data
 
         return to_inference_data(self)

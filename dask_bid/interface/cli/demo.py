@@ -1,0 +1,153 @@
+"""``dask-bid demo``: the whole pipeline on the planted problem of ``interface/demo.py``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+from ..demo import DEMO_SETTINGS, make_demo_matrix
+from ._core import positive_int
+from .progress import ChainProgress
+from .report import result_lines
+
+__all__ = ["run_demo"]
+
+
+def _say(quiet, *lines):
+    if not quiet:
+        for ln in lines:
+            print(ln, flush=True)
+
+
+def run_demo(out="dask-bid-demo", *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
+             plot=True):
+    """Run the demo; see the module docstring.
+
+    Parameters
+    ----------
+    out : str
+        Folder for ``A.zarr``, ``result.zarr`` and ``result.png`` (replaced if present).
+    quiet : bool
+        Print nothing, no progress bar.
+    n_iter : int, optional
+        Iterations per chain (default ``DEMO_SETTINGS["n_iter"]``; burn-in is a third).
+    n_workers : int
+        Workers of the local cluster.
+    scheduler : str, optional
+        Address of a running Dask scheduler to use instead of a local cluster.
+    plot : bool
+        Write ``result.png`` (skipped, with a note, when matplotlib is not installed).
+
+    Returns
+    -------
+    dict
+        ``result`` (BIDResult), ``planted``, ``rid_mse``, ``paths`` and ``timings``.
+    """
+    from distributed import Client, LocalCluster
+
+    from ...baselines import RandomizedID
+    from ...engine import to_zarr
+    from ..functional import bayesian_id
+
+    s = dict(DEMO_SETTINGS)
+    if n_iter is not None:
+        s["n_iter"] = int(n_iter)
+        s["burn_in"] = min(s["burn_in"], int(n_iter) // 3)
+    out = os.fspath(out)
+    os.makedirs(out, exist_ok=True)
+    paths = {"input": os.path.join(out, "A.zarr"), "result": os.path.join(out, "result.zarr"),
+             "plot": os.path.join(out, "result.png")}
+    timings = {}
+    t_all = time.perf_counter()
+
+    A, planted, _ = make_demo_matrix(s["n_rows"], s["n_cols"], s["n_components"],
+                                     w_scale=s["w_scale"], noise=s["noise"], seed=s["seed"])
+    t = time.perf_counter()
+    z = to_zarr(A, paths["input"], overwrite=True)
+    timings["write_input"] = time.perf_counter() - t
+    _say(quiet, f"input        {A.shape[0]} x {A.shape[1]} float64, K = {s['n_components']} "
+                f"planted columns, written to {paths['input']} (chunks {z.chunks})")
+    rid = RandomizedID(s["n_components"], random_state=s["seed"]).fit(A)
+    del A
+
+    t = time.perf_counter()
+    cluster = client = None
+    if scheduler is None:
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=logging.ERROR)
+        client = Client(cluster)
+        where = f"LocalCluster with {n_workers} workers"
+        timings["cluster"] = time.perf_counter() - t
+        _say(quiet, f"cluster      {where} ({timings['cluster']:.1f} s to start)")
+    else:
+        _say(quiet, f"cluster      scheduler at {scheduler}")
+    try:
+        t = time.perf_counter()
+        with ChainProgress(s["n_chains"] * s["n_iter"], disable=quiet) as bar:
+            res = bayesian_id(paths["input"], s["n_components"], n_iter=s["n_iter"],
+                              burn_in=s["burn_in"], thin=s["thin"], n_chains=s["n_chains"],
+                              random_state=s["seed"],
+                              client=client if client is not None else scheduler,
+                              out=paths["result"], overwrite=True, callback=bar)
+        timings["fit"] = time.perf_counter() - t
+    finally:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+
+    plot_note = None
+    if plot:
+        from .. import plots
+
+        try:
+            fig = plots.plot_overview(res, planted=planted)
+        except ImportError:
+            # matplotlib is an optional extra: the demo still runs without it
+            plot_note = 'skipped: matplotlib is not installed (pip install "dask_bid[plot]")'
+        else:
+            fig.savefig(paths["plot"], dpi=110)
+            plots.close(fig)
+    timings["total"] = time.perf_counter() - t_all
+    lines = result_lines(res, planted=planted)
+    lines += [
+        f"baseline     randomized ID: MSE {rid.mse_:.6g}, max|W| {rid.max_abs_w_:.4g}",
+        f"wall time    {timings['fit']:.1f} s fit, {timings['total']:.1f} s in all",
+        f"result       {paths['result']}  (dask-bid info {paths['result']})",
+    ]
+    if plot:
+        lines.append(f"plot         {plot_note or paths['plot']}")
+    _say(quiet, *lines)
+    sys.stdout.flush()
+    if plot_note is not None:
+        paths["plot"] = None
+    return {"result": res, "planted": planted, "rid_mse": float(rid.mse_), "paths": paths,
+            "timings": timings, "settings": s}
+
+
+def run(args):
+    run_demo(out=args.out, quiet=args.quiet, n_iter=args.n_iter, n_workers=args.workers,
+             scheduler=args.scheduler)
+    return 0
+
+
+def add_parser(sub):
+    """Add the ``demo`` command to the subparsers ``sub``."""
+    demo = sub.add_parser("demo", help="run the built-in example end to end",
+                          description="Write a synthetic low-rank matrix with planted "
+                          "columns to a Zarr store, start a local Dask cluster, fit, print a "
+                          "summary and write a plot next to the result.")
+    demo.add_argument("--out", default="dask-bid-demo", metavar="DIR",
+                      help="folder for the input store, the result and the plot "
+                      "(default: ./dask-bid-demo)")
+    demo.add_argument("--n-iter", type=positive_int, default=None, metavar="N",
+                      help="iterations per chain (default: the demo's setting)")
+    demo.add_argument("--workers", type=positive_int, default=2, metavar="N",
+                      help="workers of the local cluster (default: 2)")
+    demo.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                      help="use this Dask scheduler instead of starting a local cluster")
+    demo.add_argument("-q", "--quiet", action="store_true", help="print nothing")
+    demo.set_defaults(func=run)
+

@@ -1,0 +1,40 @@
+"""The summary lines a fit prints (``fit`` and ``demo``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._core import fmt_g, short_list
+
+__all__ = ["result_lines"]
+
+
+def result_lines(res, *, planted=None) -> list[str]:
+    """A few human-readable lines about a BIDResult."""
+    p = res.params
+    K = len(res.columns)
+    n_chains, n_iter = res.trace.shape
+    rest = np.setdiff1d(np.arange(res.components.shape[1]), res.columns)
+    off = float(np.abs(res.components[:, rest]).max()) if rest.size else None
+    lines = [
+        f"model        {str(p.get('model', '?')).upper()} "
+        f"({'aggressive' if p.get('aggressive', True) else 'plain'}), K = {K}, "
+        f"A is {res.n_samples} x {res.n_features}",
+        f"chains       {n_chains} x {n_iter} iterations (burn-in {p.get('burn_in')}, "
+        f"thin {p.get('thin')}), {res.draws_sigma2.size} retained draws, "
+        f"{res.n_draws_point} with the reported basis",
+        f"columns      {short_list(res.columns)}",
+        f"MSE          {fmt_g(res.mse)}"
+        + (f"  (observed entries: {fmt_g(res.mse_observed)})" if res.mse_observed is not None
+           else ""),
+        f"sigma2       {fmt_g(res.sigma2)}",
+        f"max|W|       {fmt_g(res.max_abs_w)}"
+        + (f"  (off the basis: {fmt_g(off)})" if off is not None else ""),
+        f"accepted     {float(np.mean(res.trace['accepted'])):.1%} of the swap proposals",
+        f"time         {res.elapsed:.1f} s sampling",
+    ]
+    if planted is not None:
+        found = np.intersect1d(res.columns, planted).size
+        lines.insert(3, f"planted      {short_list(np.sort(planted))}: {found} of "
+                        f"{len(planted)} found")
+    return lines
