@@ -1,36 +1,67 @@
-"""dask_bid: Bayesian interpolative decomposition for matrices larger than memory."""
+"""dask_bid: Bayesian interpolative decomposition for matrices larger than memory.
+
+The public names are imported on first use (PEP 562 ``__getattr__``), so that
+``import dask_bid`` and ``dask-bid --help`` stay fast: numba, Dask, Zarr and SciPy load
+when a fit, a store or a baseline is first touched; matplotlib and ArviZ only when a
+plot or a diagnostic is asked for.
+"""
+
+import os as _os
 
 from ._errors import *  # noqa: F403
 from ._errors import __all__ as _errors_all
-from .interface import BayesianID, BIDResult, bayesian_id
-from .interface.functional import PAPER_SETTINGS
+
+
+def _default_numba_cache_dir():
+    """A per-user cache folder for the compiled kernels (``~/.cache/dask_bid/numba``).
+
+    numba caches next to the source by default, which fails where site-packages is
+    read-only; an explicit folder makes the cache work for every install. The user's own
+    ``NUMBA_CACHE_DIR`` always wins.
+    """
+    if _os.name == "nt":
+        base = _os.environ.get("LOCALAPPDATA") or _os.path.expanduser("~\\AppData\\Local")
+    else:
+        base = _os.environ.get("XDG_CACHE_HOME") or _os.path.expanduser("~/.cache")
+    return _os.path.join(base, "dask_bid", "numba")
+
+
+# before numba is imported anywhere (it reads the variable once, at import); inherited by
+# the worker processes a LocalCluster starts
+_os.environ.setdefault("NUMBA_CACHE_DIR", _default_numba_cache_dir())
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "BayesianID", "BIDResult", "bayesian_id", "PAPER_SETTINGS",
-           *_errors_all]
+#: public name -> module that defines it (imported on first access)
+_LAZY = {
+    "BayesianID": ".interface.estimator",
+    "BIDResult": ".engine.result",
+    "bayesian_id": ".interface.functional",
+    "PAPER_SETTINGS": ".interface.functional",
+    "RandomizedID": ".baselines",
+    "open_result": ".interface.store",
+    "plot_trace": ".interface.plots",
+    "plot_autocorrelation": ".interface.plots",
+    "plot_inclusion": ".interface.plots",
+    "plot_error_vs_k": ".interface.plots",
+    "plot_overview": ".interface.plots",
+    "to_inference_data": ".interface.diagnostics",
+    "summary": ".interface.diagnostics",
+}
 
-# the baselines, loading a stored fit, plots and convergence diagnostics (matplotlib and
-# arviz are imported only when a plot or a diagnostic is asked for)
-from .baselines import RandomizedID  # noqa: E402
-from .interface.diagnostics import summary, to_inference_data  # noqa: E402
-from .interface.plots import (  # noqa: E402
-    plot_autocorrelation,
-    plot_error_vs_k,
-    plot_inclusion,
-    plot_overview,
-    plot_trace,
-)
-from .interface.store import open_result  # noqa: E402
+__all__ = ["__version__", *_LAZY, *_errors_all]
 
-__all__ += [
-    "RandomizedID",
-    "open_result",
-    "plot_trace",
-    "plot_autocorrelation",
-    "plot_inclusion",
-    "plot_error_vs_k",
-    "plot_overview",
-    "to_inference_data",
-    "summary",
-]
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dask_bid' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
