@@ -26,6 +26,14 @@ import scipy.linalg as sla
 
 from .._errors import InputShapeError, NonFiniteInputError, NotFittedError, ParameterError
 from ..engine.inputs import as_matrix_source, open_zarr_array
+from ..interface._sklearn import (
+    check_features,
+    estimator_tags,
+    feature_names,
+    feature_names_out,
+    refuse_sparse,
+    set_feature_names,
+)
 from ._streaming import (
     IN_MEMORY_BLOCK_ROWS,
     check_finite_block,
@@ -325,12 +333,19 @@ class RandomizedID:
                 "this RandomizedID is not fitted yet; call fit(A) before using it."
             )
 
-    def _check_n_features(self, shape, what="A"):
-        if shape[1] != self.n_features_in_:
-            raise InputShapeError(
-                f"{what} has {shape[1]} columns but the decomposition was fitted on "
-                f"{self.n_features_in_}; pass a matrix with the same columns."
-            )
+    def _checked_source(self, A, *, finite=False):
+        """``A`` as a MatrixSource with the fitted columns (and finite numpy values if
+        ``finite``)."""
+        refuse_sparse(A)
+        check_features(self, A)
+        src = as_matrix_source(A)
+        check_features(self, A, src.shape[1])
+        if finite and src.kind == "numpy" and not np.isfinite(src.array).all():
+            bad = np.argwhere(~np.isfinite(src.array))[0]
+            raise NonFiniteInputError(
+                f"X contains NaN or infinity (first at row {bad[0]}, column {bad[1]}); pass "
+                "a complete matrix, or a mask of the observed entries to score_mse.")
+        return src
 
     # -- fitting ---------------------------------------------------------------------------
     def fit(self, A, y=None):
@@ -347,6 +362,8 @@ class RandomizedID:
         self
         """
         t_start = time.perf_counter()
+        refuse_sparse(A)
+        names = feature_names(A)
         src = as_matrix_source(A)
         K = self._validate(src.shape)
         X = _Matrix(src.array, self.chunks)
@@ -375,6 +392,7 @@ class RandomizedID:
         self.max_abs_w_ = float(np.abs(W).max())
         self.n_passes_ = 0 if X.in_memory else passes + 1
         self.fit_time_ = time.perf_counter() - t_start
+        set_feature_names(self, names)
         return self
 
     def _fit_cpqr(self, X, K):
@@ -456,8 +474,7 @@ class RandomizedID:
         Numpy input gives a numpy array; dask / zarr / path input a lazy dask array.
         """
         self._check_fitted()
-        src = as_matrix_source(A)
-        self._check_n_features(src.shape)
+        src = self._checked_source(A, finite=True)
         if src.kind == "numpy":
             return np.asarray(src.array)[:, self.columns_]
         X = _Matrix(src.array, self.chunks)
@@ -512,8 +529,7 @@ class RandomizedID:
         float
         """
         self._check_fitted()
-        src = as_matrix_source(A)
-        self._check_n_features(src.shape)
+        src = self._checked_source(A)
         X = _Matrix(src.array, self.chunks)
         m = None if mask is None else _as_mask(mask, X)
         sse, count = self._sse(X, m)
@@ -523,6 +539,43 @@ class RandomizedID:
                 "least one True entry (True = observed)."
             )
         return sse / count
+
+    # -- scikit-learn protocol (see docs/sklearn.md) ----------------------------------------
+    def score(self, A, y=None):
+        """Negative mean squared reconstruction error, ``-score_mse(A)``.
+
+        Greater is better, as scikit-learn's model selection (``GridSearchCV``,
+        ``cross_val_score``) expects; ``-score(A_train)`` equals ``mse_``.
+
+        Parameters
+        ----------
+        A : ndarray, dask array, zarr array or path
+            M x N matrix with the fitted number of columns; must be finite.
+        y : ignored
+
+        Returns
+        -------
+        float
+        """
+        return -self.score_mse(A)
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the columns ``transform`` returns: the input names at ``columns_``.
+
+        Parameters
+        ----------
+        input_features : array-like of str, optional
+            Names of the N input columns; default ``feature_names_in_`` (fitted on a
+            DataFrame with string column names), else ``x0 ... x{N-1}``.
+
+        Returns
+        -------
+        ndarray of object, shape (K,)
+        """
+        return feature_names_out(self, input_features)
+
+    def __sklearn_tags__(self):
+        return estimator_tags()
 
 
 def randomized_id(A, n_components, **kwargs):

@@ -273,13 +273,19 @@ def as_matrix_source(A, *, storage_options=None) -> MatrixSource:
     if len(shape) != 2:
         raise InputShapeError(
             f"A must be a 2-D matrix (rows x columns), got {len(shape)}-D shape {shape}. "
-            "Reshape it, e.g. `A.reshape(n_rows, -1)`."
+            "Reshape your data, e.g. `A.reshape(n_rows, -1)`."
         )
-    if shape[0] == 0 or shape[1] == 0:
-        raise InputShapeError(f"A is empty (shape {shape}); it needs at least 1 row and 2 columns.")
+    # worded like scikit-learn's check_array (its estimator checks match these phrases)
+    if shape[0] == 0:
+        raise InputShapeError(f"A is empty: found array with 0 sample(s) (shape={shape}) while "
+                              "a minimum of 1 is required; pass a matrix with rows.")
+    if shape[1] == 0:
+        raise InputShapeError(f"A is empty: found array with 0 feature(s) (shape={shape}) while "
+                              "a minimum of 2 is required; pass a matrix with columns.")
     if shape[1] < 2:
         raise InputShapeError(
-            f"A has {shape[1]} column; an interpolative decomposition needs at least 2 columns."
+            f"A has 1 column: found array with 1 feature(s) (shape={shape}) while a minimum of "
+            "2 is required; an interpolative decomposition needs at least 2 columns."
         )
     check_float_dtype(A.dtype)
     return MatrixSource(kind=kind, array=A, path=path, shape=shape, dtype=np.dtype(A.dtype))

@@ -5,6 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from .._errors import NotFittedError
+from ._sklearn import (
+    check_features,
+    estimator_tags,
+    feature_names,
+    feature_names_out,
+    reconstruction_mse,
+    refuse_sparse,
+    set_feature_names,
+)
 from .functional import DEFAULTS, bayesian_id
 
 __all__ = ["BayesianID"]
@@ -199,10 +208,13 @@ class BayesianID:
         -------
         self
         """
+        refuse_sparse(A)
+        names = feature_names(A)
         params = self.get_params()
         K = params.pop("n_components")
         res = bayesian_id(A, K, **params, **fit_kwargs)
         self._set_result(res)
+        set_feature_names(self, names)
         return self
 
     def _set_result(self, res):
@@ -226,14 +238,7 @@ class BayesianID:
     def transform(self, A):
         """C = A[:, columns_] (lazy for dask input)."""
         self._check_fitted()
-        from ..engine.inputs import as_matrix_source
-
-        src = as_matrix_source(A)
-        if src.shape[1] != self.n_features_in_:
-            from .._errors import InputShapeError
-
-            raise InputShapeError(f"A has {src.shape[1]} columns; this model was fitted on "
-                                  f"{self.n_features_in_}.")
+        src = self._checked_source(A)
         if src.kind == "numpy":
             return np.asarray(src.array)[:, self.columns_]
         return src.to_dask()[:, self.columns_]
@@ -253,6 +258,68 @@ class BayesianID:
         """
         self._check_fitted()
         return self.result_.to_inference_data()
+
+    # -- scikit-learn protocol (see docs/sklearn.md) ----------------------------------------
+    def _checked_source(self, A):
+        """``A`` as a MatrixSource, refused unless it has the fitted columns (and is
+        finite, for numpy input, unless ``missing="mask"``)."""
+        from ..engine.inputs import as_matrix_source
+
+        refuse_sparse(A)
+        check_features(self, A)
+        src = as_matrix_source(A)
+        check_features(self, A, src.shape[1])
+        if src.kind == "numpy" and str(self.missing).lower() != "mask":
+            finite = np.isfinite(src.array)
+            if not finite.all():
+                from .._errors import NonFiniteInputError
+
+                raise NonFiniteInputError(
+                    f"X contains {finite.size - np.count_nonzero(finite)} NaN or infinite "
+                    "entries, and this model was fitted with missing='zero'. Fill them as "
+                    "for fit, or fit with missing='mask' to treat NaN as missing.")
+        return src
+
+    def score(self, A, y=None):
+        """Negative mean squared reconstruction error, ``-||A - A[:, J] W||^2 / (M N)``.
+
+        Greater is better, as scikit-learn's model selection (``GridSearchCV``,
+        ``cross_val_score``) expects; ``-score(A_train)`` equals ``mse_``. With
+        ``missing="mask"`` the mean is over the observed (non-NaN) entries, and NaN counts
+        as 0 where it enters ``C = A[:, J]``.
+
+        Parameters
+        ----------
+        A : array-like, dask array, Zarr array or path (M, N)
+            A matrix with the N columns the model was fitted on (rows may differ).
+        y : ignored
+
+        Returns
+        -------
+        float
+        """
+        self._check_fitted()
+        src = self._checked_source(A)
+        return -reconstruction_mse(src, self.columns_, self.components_,
+                                   masked=str(self.missing).lower() == "mask")
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the columns ``transform`` returns: the input names at ``columns_``.
+
+        Parameters
+        ----------
+        input_features : array-like of str, optional
+            Names of the N input columns; default ``feature_names_in_`` (fitted on a
+            DataFrame with string column names), else ``x0 ... x{N-1}``.
+
+        Returns
+        -------
+        ndarray of object, shape (K,)
+        """
+        return feature_names_out(self, input_features)
+
+    def __sklearn_tags__(self):
+        return estimator_tags(allow_nan=str(self.missing).lower() == "mask")
 
 
 def _same(a, b):

@@ -1,0 +1,206 @@
+"""The scikit-learn estimator protocol, shared by ``BayesianID`` and ``RandomizedID``.
+
+scikit-learn's tools (``clone``, ``Pipeline``, ``GridSearchCV``, ``check_estimator``) use
+an estimator through its methods only: ``get_params`` / ``set_params``, ``fit(X, y=None)``,
+``transform``, ``score``, ``get_feature_names_out`` and ``__sklearn_tags__``. The estimators
+implement that protocol without inheriting from ``sklearn.base.BaseEstimator``, so that
+``import dask_bid`` (done by every Dask worker and every ``dask-bid`` command) does not
+import scikit-learn, which costs more than half a second (it imports pandas and
+scipy.stats). scikit-learn is imported here only when one of its own functions asks for
+the tags, and it is then already loaded. See ``docs/sklearn.md``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .._errors import InputDTypeError, InputShapeError
+
+__all__ = ["refuse_sparse", "feature_names", "set_feature_names", "check_features",
+           "feature_names_out", "estimator_tags", "n_features_message", "reconstruction_mse",
+           "EXPECTED_FAILED_CHECKS"]
+
+#: Rows per block when the in-memory reconstruction error is summed (bounds the residual
+#: temporary to this many rows)
+SCORE_BLOCK_ROWS = 4096
+
+
+def refuse_sparse(A):
+    """Raise ``InputDTypeError`` for a scipy.sparse matrix or array.
+
+    ``np.asarray`` would wrap it in a 0-D object array and the error would talk about
+    dimensions; the ID needs every entry (``A[:, J]`` and the Gram matrix are dense).
+    """
+    if type(A).__module__.startswith("scipy.sparse"):
+        raise InputDTypeError(
+            f"A is a scipy.sparse {type(A).__name__}; sparse input is not supported: the ID "
+            "reads every entry. Pass a dense matrix (`A.toarray()`), or a dask / Zarr array "
+            "for a matrix larger than memory.")
+
+
+def feature_names(A):
+    """Column names of a pandas-like ``A`` (all strings) as an object array, else None."""
+    cols = getattr(A, "columns", None)
+    if cols is None or not hasattr(A, "iloc"):
+        return None
+    names = np.asarray(list(cols), dtype=object)
+    if names.size == 0 or not all(isinstance(n, str) for n in names):
+        # scikit-learn too keeps names only when they are all strings
+        return None
+    return names
+
+
+def set_feature_names(est, names):
+    """Set ``feature_names_in_`` after a fit (removed when the new input has none)."""
+    if names is None:
+        est.__dict__.pop("feature_names_in_", None)
+    else:
+        est.feature_names_in_ = names
+
+
+def n_features_message(name, n_got, n_fitted):
+    """The one-line refusal of a matrix with another number of columns.
+
+    Worded as scikit-learn's (``X has 1 features, but ... is expecting 4 features``).
+    """
+    return (f"X has {n_got} features, but {name} is expecting {n_fitted} features as input "
+            f"(the number of columns of the matrix it was fitted on); pass a matrix with "
+            f"those {n_fitted} columns.")
+
+
+def check_features(est, A, n_got=None):
+    """Refuse ``A`` if its number of columns (or its column names) differ from the fit's.
+
+    ``n_got=None``: the columns of a 2-D in-memory ``A`` (anything else passes), so that a
+    matrix with 1 column is refused for its count, before the input checks refuse it for
+    having fewer than 2.
+    """
+    name = type(est).__name__
+    if n_got is None:
+        if isinstance(A, (str, os.PathLike)):
+            return
+        shape = getattr(A, "shape", None)
+        if shape is None:
+            try:
+                shape = np.shape(A)
+            except Exception:  # ragged lists: the input checks say what is wrong
+                return
+        if len(shape) != 2:
+            return
+        n_got = int(shape[1])
+    if n_got != est.n_features_in_:
+        raise InputShapeError(n_features_message(name, n_got, est.n_features_in_))
+    fitted = getattr(est, "feature_names_in_", None)
+    names = feature_names(A)
+    if fitted is not None and names is not None and not np.array_equal(names, fitted):
+        bad = [f"{a!r} != {b!r}" for a, b in zip(names, fitted, strict=True) if a != b][:3]
+        raise InputShapeError(
+            f"the feature names of X differ from those {name} was fitted on "
+            f"({', '.join(bad)}); pass the columns in the order of feature_names_in_.")
+
+
+def feature_names_out(est, input_features=None):
+    """Names of the selected columns: ``input_features[columns_]``.
+
+    ``transform`` returns ``A[:, columns_]``, so the output features are input features
+    (like a scikit-learn feature selector). ``input_features`` defaults to
+    ``feature_names_in_`` (set when fitted on a DataFrame with string column names),
+    else ``x0, x1, ...``.
+    """
+    est._check_fitted()
+    n = est.n_features_in_
+    fitted = getattr(est, "feature_names_in_", None)
+    if input_features is None:
+        names = fitted if fitted is not None else np.asarray(
+            [f"x{i}" for i in range(n)], dtype=object)
+    else:
+        names = np.asarray(input_features, dtype=object)
+        if names.ndim != 1 or names.shape[0] != n:
+            raise InputShapeError(
+                f"input_features has {names.size} names, but {type(est).__name__} was "
+                f"fitted on {n} features; pass one name per column, or None.")
+        if fitted is not None and not np.array_equal(names, fitted):
+            raise InputShapeError(
+                "input_features differ from feature_names_in_ (the DataFrame columns the "
+                "model was fitted on); pass None or the same names.")
+    return np.asarray(names, dtype=object)[est.columns_]
+
+
+def estimator_tags(*, allow_nan=False, non_deterministic=False):
+    """The scikit-learn ``Tags`` of an unsupervised column-selecting transformer.
+
+    Dense 2-D float input (no sparse, strings or categories), no target, fit required;
+    ``transform`` returns columns of its input, so it keeps float64 and float32.
+    """
+    from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+
+    return Tags(
+        estimator_type=None,
+        target_tags=TargetTags(required=False),
+        transformer_tags=TransformerTags(preserves_dtype=["float64", "float32"]),
+        input_tags=InputTags(two_d_array=True, sparse=False, allow_nan=allow_nan),
+        requires_fit=True,
+        non_deterministic=non_deterministic,
+    )
+
+
+def reconstruction_mse(src, columns, W, *, masked=False):
+    """``||A - A[:, J] W||^2 / (M N)`` for a MatrixSource (the mean over observed entries
+    when ``masked``: NaN marks a missing entry and counts as 0 in ``A[:, J]``).
+
+    Numpy input is summed in row blocks; dask / Zarr input by one dask reduction.
+    """
+    if src.kind == "numpy":
+        X = np.asarray(src.array)
+        sse, count = 0.0, 0
+        for r0 in range(0, X.shape[0], SCORE_BLOCK_ROWS):
+            block = np.asarray(X[r0:r0 + SCORE_BLOCK_ROWS], dtype=np.float64)
+            if masked:
+                obs = ~np.isnan(block)
+                block = np.where(obs, block, 0.0)
+                resid = np.where(obs, block - block[:, columns] @ W, 0.0)
+                count += int(np.count_nonzero(obs))
+            else:
+                resid = block - block[:, columns] @ W
+                count += resid.size
+            sse += float(np.einsum("ij,ij->", resid, resid))
+    else:
+        import dask
+        import dask.array as da
+
+        x = src.to_dask()
+        if masked:
+            obs = ~da.isnan(x)
+            x = da.where(obs, x, 0.0)
+            resid = da.where(obs, x - x[:, columns] @ W, 0.0)
+            count = obs.sum()
+        else:
+            resid = x - x[:, columns] @ W
+            count = resid.size
+        sse, count = dask.compute((resid ** 2).sum(), count)
+        sse, count = float(sse), int(count)
+    if count == 0:
+        from .._errors import InputShapeError
+
+        raise InputShapeError("X has no observed (non-NaN) entry, so its reconstruction "
+                              "error is undefined; pass a matrix with observed entries.")
+    return sse / count
+
+
+#: The checks of ``sklearn.utils.estimator_checks.check_estimator`` that do not apply to
+#: ``BayesianID`` and ``RandomizedID``, with the reason; pass it as
+#: ``check_estimator(est, expected_failed_checks=EXPECTED_FAILED_CHECKS)`` (scikit-learn
+#: >= 1.6). ``tests/test_sklearn.py`` checks that each of them still fails, and why.
+EXPECTED_FAILED_CHECKS = {
+    "check_dtype_object": (
+        "object arrays are refused (InputDTypeError) instead of converted element by element: "
+        "scikit-learn would parse strings such as '1.5' silently, and a Zarr or dask object "
+        "array cannot be streamed as numbers; convert with A.astype(float)."),
+    "check_complex_data": (
+        "complex input is refused as a wrong dtype (InputDTypeError, a TypeError, 'input dtype "
+        "complex128 is not supported'), the same for numpy, dask and Zarr input, where the "
+        "check wants a ValueError 'Complex data not supported'; its 1-column matrix is refused "
+        "first for its column count (an ID needs N >= 2)."),
+}

@@ -1,0 +1,270 @@
+"""BayesianID and RandomizedID as scikit-learn estimators (docs/sklearn.md).
+
+``check_estimator`` runs every check of the installed scikit-learn; the two listed in
+``EXPECTED_FAILED_CHECKS`` are run on their own to show that they still fail, for the
+reason given. The sampler runs 4 iterations per fit here: the checks test the protocol,
+not the chain (the whole check suite then takes about 2 s per estimator).
+"""
+
+import re
+import warnings
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils import estimator_checks
+from sklearn.utils.estimator_checks import check_estimator
+
+from dask_bid import BayesianID, RandomizedID
+from dask_bid._errors import InputDTypeError, InputShapeError, NonFiniteInputError
+from dask_bid.interface._sklearn import EXPECTED_FAILED_CHECKS
+
+TINY = dict(n_iter=4, burn_in=1, thin=1, random_state=0)
+FAST = dict(n_iter=30, burn_in=10, thin=1, random_state=0)
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def estimators():
+    return [BayesianID(1, **TINY), BayesianID(1, missing="mask", **TINY),
+            RandomizedID(1, random_state=0), RandomizedID(1, method="cpqr")]
+
+
+IDS = ["bid", "bid-mask", "rid", "rid-cpqr"]
+
+
+@pytest.fixture(scope="module")
+def A():
+    rng = np.random.default_rng(0)
+    C = rng.standard_normal((90, 3))
+    return C @ rng.uniform(-1, 1, (3, 12)) + 0.05 * rng.standard_normal((90, 12))
+
+
+def _check(name):
+    return getattr(estimator_checks, name)
+
+
+# --------------------------------------------------------------------------- check_estimator
+@pytest.mark.parametrize("est", estimators(), ids=IDS)
+def test_check_estimator(est):
+    with warnings.catch_warnings():
+        # "does not inherit from BaseEstimator": by design, see docs/sklearn.md
+        warnings.simplefilter("ignore", UserWarning)
+        results = check_estimator(est, expected_failed_checks=EXPECTED_FAILED_CHECKS,
+                                  on_skip=None)
+    ran = {r["check_name"]: r["status"] for r in results}
+    assert len(ran) > 40  # the whole suite ran (not skipped by a tag)
+    failed = [n for n, s in ran.items() if s == "failed"]
+    assert not failed
+    assert {n for n, s in ran.items() if s == "xfail"} == set(EXPECTED_FAILED_CHECKS)
+
+
+@pytest.mark.parametrize("est", estimators()[::2], ids=IDS[::2])
+@pytest.mark.parametrize("name", sorted(EXPECTED_FAILED_CHECKS))
+def test_expected_failed_checks_still_fail_for_the_reason_given(est, name):
+    with pytest.raises((AssertionError, InputDTypeError)) as info:
+        _check(name)(type(est).__name__, est)
+    if name == "check_dtype_object":
+        assert isinstance(info.value, InputDTypeError) and "object is not supported" in str(
+            info.value)
+    else:
+        assert "1 column" in str(info.value)
+    # and the refusal the reason describes
+    X = np.ones((5, 3), dtype=np.complex128)
+    with pytest.raises(InputDTypeError, match="complex128 is not supported"):
+        clone(est).fit(X)
+
+
+def test_expected_failed_checks_are_listed_in_the_docs():
+    text = (DOCS / "sklearn.md").read_text()
+    for name in EXPECTED_FAILED_CHECKS:
+        assert f"`{name}`" in text
+
+
+def test_tags():
+    from sklearn.utils import get_tags
+
+    tags = get_tags(BayesianID(3))
+    assert not tags.target_tags.required and tags.requires_fit
+    assert not tags.input_tags.sparse and not tags.input_tags.allow_nan
+    assert get_tags(BayesianID(3, missing="mask")).input_tags.allow_nan
+    assert tags.transformer_tags.preserves_dtype == ["float64", "float32"]
+    assert not get_tags(RandomizedID(3)).input_tags.allow_nan
+
+
+# --------------------------------------------------------------------------- clone, params
+@pytest.mark.parametrize("est", [BayesianID(3, model="gbtn", bounds=(-2.0, 2.0), **TINY),
+                                 RandomizedID(3, method="cpqr", oversampling=4)],
+                         ids=["bid", "rid"])
+def test_clone_keeps_params_and_drops_the_fit(est, A):
+    est.fit(A)
+    c = clone(est)
+    assert type(c) is type(est) and c.get_params() == est.get_params()
+    assert not hasattr(c, "components_")
+    c.fit(A)
+    np.testing.assert_array_equal(c.columns_, est.columns_)
+    np.testing.assert_array_equal(c.components_, est.components_)
+
+
+# --------------------------------------------------------------------------- score
+def test_score_is_the_negative_reconstruction_error(A):
+    est = BayesianID(3, **FAST).fit(A)
+    J, W = est.columns_, est.components_
+    assert est.score(A) == pytest.approx(-est.mse_, rel=1e-12)
+    B = A[:40] * 1.5
+    assert est.score(B) == pytest.approx(-np.mean((B - B[:, J] @ W) ** 2), rel=1e-12)
+    # out of core: the same number from a dask array and a Zarr store
+    assert est.score(da.from_array(B, chunks=(7, 5))) == pytest.approx(est.score(B), rel=1e-12)
+    rid = RandomizedID(3, random_state=0).fit(A)
+    assert rid.score(A) == pytest.approx(-rid.mse_, rel=1e-12)
+    assert rid.score(B) == pytest.approx(-rid.score_mse(B), rel=1e-15)
+
+
+def test_score_of_a_zarr_store(A, tmp_path):
+    z = zarr.create_array(store=str(tmp_path / "B.zarr"), shape=A.shape, chunks=(30, 6),
+                          dtype="f8")
+    z[...] = A
+    est = BayesianID(3, **FAST).fit(A)
+    assert est.score(str(tmp_path / "B.zarr")) == pytest.approx(est.score(A), rel=1e-12)
+
+
+def test_score_with_missing_mask_is_over_observed_entries(A):
+    X = A.copy()
+    X[np.random.default_rng(1).random(X.shape) < 0.1] = np.nan
+    est = BayesianID(3, missing="mask", **FAST).fit(X)
+    obs = ~np.isnan(X)
+    X0 = np.where(obs, X, 0.0)
+    resid = (X0 - X0[:, est.columns_] @ est.components_)[obs]
+    assert est.score(X) == pytest.approx(-np.mean(resid ** 2), rel=1e-12)
+    assert est.score(X) == pytest.approx(-est.mse_observed_, rel=1e-9)
+
+
+def test_nan_is_refused_by_transform_and_score_unless_masked(A):
+    est = BayesianID(3, **TINY).fit(A)
+    X = A.copy()
+    X[2, 5] = np.nan
+    for method in (est.transform, est.score):
+        with pytest.raises(NonFiniteInputError, match="1 NaN or infinite.*missing='mask'"):
+            method(X)
+    rid = RandomizedID(3, random_state=0).fit(A)
+    with pytest.raises(NonFiniteInputError, match=r"row 2, column 5"):
+        rid.transform(X)
+    est = BayesianID(3, missing="mask", **TINY).fit(X)
+    assert np.isnan(est.transform(X)).sum() == np.isnan(X[:, est.columns_]).sum()
+
+
+# --------------------------------------------------------------------------- model selection
+def test_grid_search_scores_held_out_rows(A):
+    grid = GridSearchCV(BayesianID(3, **FAST), {"n_components": [1, 3]}, cv=KFold(3))
+    grid.fit(A)
+    # more columns reconstruct better; a rank-3 matrix needs 3
+    assert grid.best_params_ == {"n_components": 3}
+    # split 0 by hand: fit on the other rows, -MSE on the held-out ones
+    train, test = next(KFold(3).split(A))
+    ref = BayesianID(3, **FAST).fit(A[train]).score(A[test])
+    i = list(grid.cv_results_["param_n_components"]).index(3)
+    assert grid.cv_results_["split0_test_score"][i] == pytest.approx(ref, rel=1e-12)
+    assert grid.best_estimator_.components_.shape == (3, 12)
+    assert grid.score(A) == pytest.approx(grid.best_estimator_.score(A))
+
+
+def test_cross_val_score_randomized_id(A):
+    s = cross_val_score(RandomizedID(3, method="cpqr"), A, cv=3)
+    assert s.shape == (3,) and np.all(s < 0) and np.all(s > -0.01)
+
+
+# --------------------------------------------------------------------------- pipelines, names
+def test_pipeline_scaler_then_id(A):
+    pipe = make_pipeline(StandardScaler(), BayesianID(3, **FAST)).fit(A)
+    Z = StandardScaler().fit_transform(A)
+    alone = BayesianID(3, **FAST).fit(Z)
+    np.testing.assert_array_equal(pipe[-1].columns_, alone.columns_)
+    np.testing.assert_array_equal(pipe.transform(A), Z[:, alone.columns_])
+    assert pipe.score(A) == pytest.approx(alone.score(Z), rel=1e-12)
+    names = pipe.get_feature_names_out()
+    np.testing.assert_array_equal(names, [f"x{j}" for j in alone.columns_])
+
+
+def test_pipeline_id_then_model(A):
+    """The selected columns feed a downstream estimator (here a second scaler)."""
+    pipe = Pipeline([("id", RandomizedID(3, method="cpqr")), ("scale", StandardScaler())])
+    out = pipe.fit_transform(A)
+    assert out.shape == (90, 3)
+    np.testing.assert_allclose(out.mean(axis=0), 0.0, atol=1e-12)
+
+
+def test_feature_names_from_a_dataframe(A):
+    pd = pytest.importorskip("pandas")
+    cols = [f"gene_{j}" for j in range(A.shape[1])]
+    df = pd.DataFrame(A, columns=cols)
+    for est in (BayesianID(3, **FAST), RandomizedID(3, method="cpqr")):
+        est.fit(df)
+        np.testing.assert_array_equal(est.feature_names_in_, cols)
+        out = est.get_feature_names_out()
+        assert out.dtype == object
+        np.testing.assert_array_equal(out, np.asarray(cols, dtype=object)[est.columns_])
+        np.testing.assert_array_equal(est.transform(df), A[:, est.columns_])
+        with pytest.raises(InputShapeError, match="feature names of X differ"):
+            est.transform(df[cols[::-1]])
+        with pytest.raises(InputShapeError, match="differ from feature_names_in_"):
+            est.get_feature_names_out([f"c{j}" for j in range(A.shape[1])])
+        # refit on a plain array: the names go away
+        est.fit(A)
+        assert not hasattr(est, "feature_names_in_")
+        np.testing.assert_array_equal(est.get_feature_names_out(),
+                                      [f"x{j}" for j in est.columns_])
+        custom = [f"c{j}" for j in range(A.shape[1])]
+        np.testing.assert_array_equal(est.get_feature_names_out(custom),
+                                      np.asarray(custom, dtype=object)[est.columns_])
+    pipe = make_pipeline(StandardScaler(), RandomizedID(2, method="cpqr")).fit(df)
+    assert list(pipe.get_feature_names_out()) == [cols[j] for j in pipe[-1].columns_]
+
+
+# --------------------------------------------------------------------------- refusals
+def test_another_number_of_features_is_refused_with_sklearns_wording(A):
+    for est in (BayesianID(3, **TINY).fit(A), RandomizedID(3, random_state=0).fit(A)):
+        name = type(est).__name__
+        msg = f"X has 5 features, but {name} is expecting 12 features as input"
+        for method in (est.transform, est.score):
+            with pytest.raises(InputShapeError, match=msg):
+                method(A[:, :5])
+            with pytest.raises(InputShapeError, match="X has 1 features"):
+                method(A[:, :1])  # refused for its count, not for having one column
+            with pytest.raises(InputShapeError, match=msg):
+                method(da.from_array(A[:, :5]))
+        with pytest.raises(InputShapeError, match="input_features has 3 names"):
+            est.get_feature_names_out(["a", "b", "c"])
+
+
+def test_sparse_input_is_refused_with_the_word_sparse(A):
+    sp = pytest.importorskip("scipy.sparse")
+    for est in (BayesianID(3, **TINY), RandomizedID(3)):
+        for X in (sp.csr_matrix(A), sp.csr_array(A)):
+            with pytest.raises(InputDTypeError, match=r"scipy.sparse .*sparse input is not "
+                                                      r"supported.*A.toarray\(\)"):
+                est.fit(X)
+        est.fit(A)
+        with pytest.raises(InputDTypeError, match="sparse input is not supported"):
+            est.transform(sp.csr_matrix(A))
+
+
+def test_unfitted_methods_raise_not_fitted(A):
+    from dask_bid import NotFittedError
+
+    for est in (BayesianID(3), RandomizedID(3)):
+        for method in ("transform", "score", "get_feature_names_out"):
+            with pytest.raises(NotFittedError, match="not fitted"):
+                getattr(est, method)(*(() if method == "get_feature_names_out" else (A,)))
+
+
+def test_new_error_rows_are_documented():
+    text = (DOCS / "errors.md").read_text()
+    for phrase in ("X has 5 features, but BayesianID is expecting 10 features",
+                   "sparse input is not supported", "feature names of X differ",
+                   "this model was fitted with missing='zero'"):
+        assert re.search(re.escape(phrase), text), phrase
