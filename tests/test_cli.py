@@ -43,14 +43,19 @@ def assert_same_trace(a, b):
         np.testing.assert_array_equal(a[f], b[f])
 
 
+#: the phase lines of ``fit`` on stderr (what it chose, what it does), beside the bars
+PHASES = ("scheduler    ", "kernels      ", "filled       ", "replacing    ", "reusing ")
+
+
 def assert_one_line_error(stderr, *fragments, progress_allowed=False):
-    """Exactly one error line, the last; before it at most progress bar lines."""
+    """Exactly one error line, the last; before it at most progress bar and phase lines."""
     lines = [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.strip()]
     assert lines, "nothing on stderr"
     assert lines[-1].startswith("dask-bid: error: "), stderr
+    assert "Traceback" not in stderr, stderr
     others = lines[:-1]
     if progress_allowed:
-        others = [ln for ln in others if "%|" not in ln]
+        others = [ln for ln in others if "%|" not in ln and not ln.startswith(PHASES)]
     assert not others, stderr
     for f in fragments:
         assert f in lines[-1], (f, lines[-1])
@@ -143,7 +148,7 @@ def test_existing_output_resume_and_overwrite(data, tmp_path, capsys):
     assert_same_trace(open_result(out).trace_, first.trace_)
     # resuming with other parameters is refused, naming the difference
     assert main([*args[:-1], "--n-iter", "50", "--resume", "-q"]) == 2
-    assert_one_line_error(capsys.readouterr().err, "n_iter")
+    assert_one_line_error(capsys.readouterr().err, "--n-iter")
     assert main([*args, "--overwrite", "--model", "gbtn"]) == 0
     assert open_result(out).model == "gbtn"
 
@@ -151,7 +156,7 @@ def test_existing_output_resume_and_overwrite(data, tmp_path, capsys):
 @pytest.mark.parametrize("argv, fragments", [
     (["fit", "{d}/missing.npy", "--k", "2", "--out", "{t}/o.zarr"], ["no such file"]),
     (["fit", "{d}/a.npy", "--k", "30", "--out", "{t}/o.zarr", "--scheduler", "synchronous"],
-     ["n_components", "1 <= K < N"]),
+     ["--k", "1 <= K < N"]),
     (["fit", "{t}/nostore.zarr", "--k", "2", "--out", "{t}/o.zarr"], ["no Zarr store"]),
     (["info", "{t}/nothing"], ["no such file"]),
     (["fit", "{d}/a.npy", "--k", "2", "--out", "{t}/o.zarr", "--init", "1,x"], ["--init"]),
@@ -173,7 +178,10 @@ def test_nan_in_input_is_reported(tmp_path, capsys):
     rc = main(["fit", str(tmp_path / "nan.npy"), "--k", "2", "--out", str(tmp_path / "o.zarr"),
                *FAST, "-q"])
     assert rc == 2
-    assert_one_line_error(capsys.readouterr().err, "NaN", progress_allowed=True)
+    assert_one_line_error(capsys.readouterr().err, "NaN", "row 3, column 2",
+                          "--fill-missing zero", progress_allowed=True)
+    # refused before anything was written: the retry is not blocked
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nan.npy"]
 
 
 def test_unreachable_scheduler(data, tmp_path, capsys):
@@ -190,11 +198,21 @@ def test_convert_text_with_missing_fields_and_reuse(tmp_path, capsys):
     src = tmp_path / "m.csv"
     src.write_text("x,y,z\n1,2,3\n\n4,,6\nnan,8,9\n")
     dst = str(tmp_path / "m.zarr")
-    convert_to_zarr(src, dst, quiet=True)
-    got = zarr.open_array(dst, mode="r")[...]
-    np.testing.assert_array_equal(got, [[1, 2, 3], [4, np.nan, 6], [np.nan, 8, 9]])
-    convert_to_zarr(src, dst)  # unchanged source: reused, not converted again
+    # empty fields and 'nan' are missing values: refused, naming the first one and the flag
+    from dask_bid.interface.cli import CLIError
+
+    with pytest.raises(CLIError, match=r"line 4, column 2.*--fill-missing zero"):
+        convert_to_zarr(src, dst, quiet=True)
+    assert not os.path.exists(dst)  # nothing half-written left behind
+    convert_to_zarr(src, dst, quiet=True, fill_missing="zero")
+    z = zarr.open_array(dst, mode="r")
+    np.testing.assert_array_equal(z[...], [[1, 2, 3], [4, 0, 6], [0, 8, 9]])
+    assert z.attrs["dask_bid_missing"] == {"fill": "zero", "n_filled": 2}
+    convert_to_zarr(src, dst, fill_missing="zero")  # unchanged source: reused
     assert "reusing" in capsys.readouterr().err
+    # a filled conversion is not reused silently by a run that did not ask for the fill
+    with pytest.raises(CLIError, match="2 missing values.*--fill-missing zero"):
+        convert_to_zarr(src, dst, quiet=True)
     src.write_text("1,2\n3,4\n")
     from dask_bid import OutputExistsError
 

@@ -78,9 +78,12 @@ def summary(result, *, var_names=None, method="rank"):
     all shows in the R-hat of ``sigma2`` and ``mse``, which every draw has. A
     quantity that never moved (e.g. W pinned at a bound) gets NaN R-hat and ESS.
     """
-    import pandas as pd
-
-    az = import_arviz()
+    az = import_arviz()  # first: its message says which extra to install
+    try:
+        import pandas as pd
+    except ImportError as exc:  # arviz 0.x depends on pandas: a broken install
+        raise ImportError('summary() returns a pandas DataFrame and pandas is not installed: '
+                          'pip install "dask_bid[arviz]" (ArviZ brings pandas).') from exc
     res = _as_result(result)
     names = ["sigma2", "mse", "W"] if var_names is None else list(var_names)
     unknown = set(names) - {"sigma2", "mse", "W"}

@@ -9,6 +9,8 @@ import argparse
 import contextlib
 import logging
 import os
+import re
+import sys
 import warnings
 
 PROG = "dask-bid"
@@ -48,6 +50,16 @@ def nonneg_int(text):
     return v
 
 
+def user_cache_dir(*parts) -> str:
+    """``~/.cache/dask_bid/<parts>`` (``$XDG_CACHE_HOME`` if set; ``%LOCALAPPDATA%`` on
+    Windows), where the command writes what is not the user's own output."""
+    if os.name == "nt":
+        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~\\AppData\\Local")
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(base, "dask_bid", *parts)
+
+
 def is_url(path) -> bool:
     return "://" in str(path)
 
@@ -62,6 +74,70 @@ def one_line(exc) -> str:
     if isinstance(exc, FileNotFoundError) and exc.filename and str(exc.filename) not in msg:
         msg = f"{msg}: {exc.filename}"
     return msg or type(exc).__name__
+
+
+#: Python parameter -> command-line flag, for messages written for the Python API
+_FLAGS = {"n_components": "--k", "n_iter": "--n-iter", "burn_in": "--burn-in",
+          "thin": "--thin", "n_chains": "--n-chains", "random_state": "--seed",
+          "point_estimate": "--point-estimate", "w_estimate": "--w-estimate",
+          "refine_sweeps": "--refine-sweeps", "checkpoint_every": "--checkpoint-every",
+          "bounds": "--bounds", "init": "--init", "model": "--model", "out": "--out",
+          "overwrite": "--overwrite", "resume": "--resume", "client": "--scheduler",
+          "allow_missing_chunks": "--allow-missing-chunks"}
+#: names that are also English words: translated only as ``name=...`` or ``name (``
+_WORDS = {"thin", "bounds", "init", "model", "out", "overwrite", "resume", "client"}
+_ASSIGN = re.compile(r"\b(" + "|".join(_FLAGS) + r")=('?)([\w+-]*(?:\.\d+)?)\2")
+_BARE = re.compile(r"\b(" + "|".join(k for k in _FLAGS if k not in _WORDS) + r")\b")
+#: code the user may copy (backticks, a call) keeps its Python spelling
+_CODE = re.compile(r"(`[^`]*`|\b[\w.]+\([^()]*\))")
+
+
+def _flag_words(text: str) -> str:
+    def assign(m):
+        flag, value = _FLAGS[m.group(1)], m.group(3)
+        if m.group(1) == "client" and value == "None":
+            return "--scheduler local"
+        if value == "True":
+            return flag
+        if value in ("False", "None"):
+            return f"no {flag}"
+        return f"{flag} {value}"
+
+    text = re.sub(r"\(?resume=False, overwrite=True\)?", "--overwrite without --resume", text)
+    text = _ASSIGN.sub(assign, text)
+    return _BARE.sub(lambda m: _FLAGS[m.group(1)], text)
+
+
+def cli_words(message: str) -> str:
+    """A library message with its Python parameter names spelled as command-line flags
+    (``random_state=`` -> ``--seed``, ``overwrite=True`` -> ``--overwrite``, ...)."""
+    parts = _CODE.split(message)
+    return "".join(p if i % 2 else _flag_words(p) for i, p in enumerate(parts))
+
+
+@contextlib.contextmanager
+def warning_lines(quiet=False, file=None):
+    """Show every warning as one line ``dask-bid: warning: ...`` on stderr (none with
+    ``--quiet``); library chatter (Dask, ArviZ) is dropped by :func:`quiet_libraries`."""
+    def show(message, category, filename, lineno, file_=None, line=None):
+        if not quiet:
+            print(f"{PROG}: warning: {cli_words(one_line(message))}",
+                  file=file if file is not None else sys.stderr)
+
+    old = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = old
+
+
+def say(*lines, quiet=False):
+    """Phase lines of a command (what it chose, what it is doing) on stderr, beside the
+    progress bars; the results go to stdout."""
+    if not quiet:
+        for ln in lines:
+            print(ln, file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager
@@ -102,7 +178,13 @@ def short_list(values, limit=12) -> str:
 
 
 def fmt_g(x) -> str:
-    return "n/a" if x is None else f"{x:.6g}"
+    """A number in 6 significant digits; "n/a" for None, anything else as stored."""
+    if x is None:
+        return "n/a"
+    try:
+        return f"{float(x):.6g}"
+    except (TypeError, ValueError):
+        return str(x)
 
 
 def print_lines(lines, quiet=False):

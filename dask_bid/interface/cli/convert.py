@@ -13,13 +13,26 @@ import sys
 import numpy as np
 
 from ._core import CLIError, file_suffix, is_url
+from .reading import (
+    check_text_columns,
+    count_rows,
+    detect_text_layout,
+    finite_or_filled,
+    iter_npy_blocks,
+    iter_text_blocks,
+    npy_header,
+    open_npy,
+)
 
 __all__ = ["convert_to_zarr", "TEXT_SUFFIXES", "CONVERTIBLE_SUFFIXES", "load_in_memory",
-           "input_shape", "converted_path", "detect_text_layout", "count_rows"]
+           "input_shape", "converted_path", "detect_text_layout", "count_rows",
+           "MISSING_ATTR"]
 
 #: Files converted to a Zarr store before a fit.
 TEXT_SUFFIXES = (".csv", ".txt", ".tsv")
 CONVERTIBLE_SUFFIXES = (".npy", *TEXT_SUFFIXES)
+#: Attribute of a converted store: ``{"fill": "zero" or None, "n_filled": int}``.
+MISSING_ATTR = "dask_bid_missing"
 
 
 def _source_stamp(path):
@@ -28,68 +41,18 @@ def _source_stamp(path):
             "mtime_ns": int(st.st_mtime_ns)}
 
 
-def detect_text_layout(path):
-    """(delimiter, has_header, n_cols) from the first non-empty line of a text matrix."""
-    with open(path, encoding="utf-8-sig") as fh:
-        first = ""
-        for line in fh:
-            if line.strip():
-                first = line.rstrip("\r\n")
-                break
-    if not first:
-        raise CLIError(f"{path!r} holds no data rows.")
-    if file_suffix(path) == ".csv" or ("," in first and "\t" not in first):
-        delim = ","
-    elif "\t" in first:
-        delim = "\t"
-    else:
-        delim = None
-    fields = first.split(delim) if delim else first.split()
-    try:
-        [float(f) if f.strip() else np.nan for f in fields]
-        header = False
-    except ValueError:
-        header = True
-    return delim, header, len(fields)
-
-
-def count_rows(path, header):
-    n = 0
-    with open(path, "rb") as fh:
-        for line in fh:
-            if line.strip():
-                n += 1
-    return n - int(header)
-
-
-def _parse_block(lines, delim, n_cols, first_row, path):
-    import io
-
-    text = "".join(lines)
-    try:
-        block = np.loadtxt(io.StringIO(text), delimiter=delim, dtype=np.float64, ndmin=2)
-    except ValueError:
-        # empty fields ("1,,3") are missing values: the slower parser fills them with NaN
-        try:
-            block = np.genfromtxt(io.StringIO(text), delimiter=delim, dtype=np.float64,
-                                  filling_values=np.nan, invalid_raise=True)
-            block = np.atleast_2d(block)
-        except ValueError as exc:
-            raise CLIError(f"cannot parse {path!r} near data row {first_row + 1}: "
-                           f"{' '.join(str(exc).split())}") from exc
-    if block.shape[1] != n_cols:
-        raise CLIError(f"{path!r}: data row {first_row + 1} onwards has {block.shape[1]} "
-                       f"columns, the first row has {n_cols}; every row needs the same number.")
-    return block
-
-
-def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None):
+def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
+                    fill_missing=None):
     """Convert a ``.npy``, ``.csv``, ``.txt`` or ``.tsv`` matrix to a Zarr v3 array.
 
     The file is streamed in row blocks (a ``.npy`` is memory-mapped), so a matrix larger
     than memory converts too. Text files may have one header line; empty fields and
-    ``nan`` become NaN. The store records where it came from: a later call with the same,
-    unchanged source reuses it instead of converting again.
+    ``nan`` are missing values (NaN). The sampler has no missing-data model on the command
+    line yet, so a NaN is refused (naming its line and column, before anything is left
+    behind) unless ``fill_missing="zero"`` replaces it by 0; infinity is always refused.
+    The store records where it came from (attribute ``dask_bid_converted_from``) and how
+    many entries were filled (``dask_bid_missing``): a later call with the same, unchanged
+    source reuses it instead of converting again.
 
     Parameters
     ----------
@@ -103,6 +66,8 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None):
         Replace an existing ``dst`` that was not converted from this very file.
     chunks : (int, int), optional
         Default: :func:`dask_bid.engine.default_chunks`.
+    fill_missing : {None, "zero"}
+        ``"zero"``: every NaN becomes 0 (the paper's fill for missing entries).
 
     Returns
     -------
@@ -122,6 +87,15 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None):
     existing = _open_existing(dst)
     if existing is not None:
         if existing.attrs.get("dask_bid_converted_from") == stamp:
+            filled = int((existing.attrs.get(MISSING_ATTR) or {}).get("n_filled", 0))
+            if filled and fill_missing is None:
+                from .reading import MissingValuesError
+
+                raise MissingValuesError(
+                    f"{src!r} has {filled} missing values (NaN); the sampler has no "
+                    "missing-data model on the command line yet. Pass --fill-missing zero "
+                    "to replace every NaN by 0 (the paper's fill), as the conversion "
+                    f"{dst!r} did, or fill them yourself.")
             if not quiet:
                 print(f"reusing {dst} (already converted from {src})", file=sys.stderr)
             return dst
@@ -131,7 +105,7 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None):
                 "--overwrite to replace it.")
     suffix = file_suffix(src)
     if suffix == ".npy":
-        arr = np.load(src, mmap_mode="r", allow_pickle=False)
+        arr = open_npy(src)
         if arr.ndim != 2:
             from ..._errors import InputShapeError
 
@@ -142,8 +116,9 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None):
         dtype = check_float_dtype(arr.dtype)
         shape = arr.shape
     elif suffix in TEXT_SUFFIXES:
-        delim, header, n_cols = detect_text_layout(src)
-        shape = (count_rows(src, header), n_cols)
+        layout = detect_text_layout(src)
+        check_text_columns(src, layout)
+        shape = (count_rows(src, layout.header), layout.n_cols)
         dtype = np.dtype(np.float64)
     else:
         raise CLIError(f"cannot convert {src!r}: expected one of {', '.join(CONVERTIBLE_SUFFIXES)}")
@@ -156,35 +131,43 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None):
     z = zarr.create_array(store=dst, shape=shape, chunks=chunks, dtype=dtype, overwrite=True,
                           zarr_format=3)
     rows_per_write = chunks[0] * max(1, (64 * 2**20) // max(1, chunks[0] * shape[1] * 8))
-    with tqdm(total=shape[0], desc=f"converting {os.path.basename(src)}", unit="row",
-              disable=quiet, file=sys.stderr, dynamic_ncols=True) as bar:
-        if suffix == ".npy":
-            for r0 in range(0, shape[0], rows_per_write):
-                r1 = min(shape[0], r0 + rows_per_write)
-                z[r0:r1] = np.asarray(arr[r0:r1], dtype=dtype)
-                bar.update(r1 - r0)
-        else:
-            r0 = 0
-            buf = []
-            with open(src, encoding="utf-8-sig") as fh:
-                skip = header
-                for line in fh:
-                    if not line.strip():
-                        continue
-                    if skip:
-                        skip = False
-                        continue
-                    buf.append(line)
-                    if len(buf) == rows_per_write:
-                        z[r0:r0 + len(buf)] = _parse_block(buf, delim, shape[1], r0, src)
-                        bar.update(len(buf))
-                        r0 += len(buf)
-                        buf = []
-            if buf:
-                z[r0:r0 + len(buf)] = _parse_block(buf, delim, shape[1], r0, src)
-                bar.update(len(buf))
+    blocks = (iter_npy_blocks(arr, rows_per_write, dtype) if suffix == ".npy"
+              else iter_text_blocks(src, layout, rows_per_write))
+    n_filled = 0
+    try:
+        with tqdm(total=shape[0], desc=f"converting {os.path.basename(src)}", unit="row",
+                  disable=quiet, file=sys.stderr, dynamic_ncols=True) as bar:
+            for r0, block, lines in blocks:
+                block, n = finite_or_filled(block, src, r0, lines, fill_missing)
+                n_filled += n
+                z[r0:r0 + block.shape[0]] = block
+                bar.update(block.shape[0])
+    except CLIError:
+        # a refusal (NaN, a bad cell): leave no half-written store that could pass for data
+        _remove_store(dst)
+        raise
+    z.attrs[MISSING_ATTR] = {"fill": fill_missing, "n_filled": n_filled}
     z.attrs["dask_bid_converted_from"] = stamp
     return dst
+
+
+def converted_fill_count(path) -> int:
+    """How many NaN the conversion at ``path`` replaced by 0 (0 if none or unknown)."""
+    import zarr
+
+    try:
+        missing = zarr.open_array(path, mode="r").attrs.get(MISSING_ATTR) or {}
+        return int(missing.get("n_filled") or 0)
+    except Exception:
+        return 0
+
+
+def _remove_store(path):
+    """Remove a store this conversion created (a local directory; URLs are left)."""
+    import shutil
+
+    if not is_url(path):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _open_existing(path):
@@ -212,19 +195,26 @@ def converted_path(input_path, out):
     return join(parent, f"{name}.zarr")
 
 
-def load_in_memory(path):
-    """A .npy / text matrix as a numpy array, for the baselines."""
+def load_in_memory(path, fill_missing=None):
+    """A .npy / text matrix as a numpy array, for the baselines (NaN checked as in
+    :func:`convert_to_zarr`)."""
     suffix = file_suffix(path)
     if not os.path.isfile(path):
         from ..._errors import StoreNotFoundError
 
         raise StoreNotFoundError(f"no such file: {path!r}")
     if suffix == ".npy":
-        return np.load(path, mmap_mode="r", allow_pickle=False)
-    delim, header, n_cols = detect_text_layout(path)
-    with open(path, encoding="utf-8-sig") as fh:
-        lines = [ln for ln in fh if ln.strip()][int(header):]
-    return _parse_block(lines, delim, n_cols, 0, path)
+        arr = open_npy(path)
+        if arr.ndim != 2 or arr.dtype.kind not in "f":
+            return arr  # the estimator names the problem (shape, dtype)
+        blocks = iter_npy_blocks(arr, 65536, arr.dtype)
+    else:
+        layout = detect_text_layout(path)
+        check_text_columns(path, layout)
+        blocks = iter_text_blocks(path, layout, 65536)
+    parts = [finite_or_filled(block, path, r0, lines, fill_missing)[0]
+             for r0, block, lines in blocks]
+    return np.concatenate(parts, axis=0)
 
 
 def input_shape(src):
@@ -237,7 +227,8 @@ def input_shape(src):
 
             raise StoreNotFoundError(f"no such file: {src!r}")
         if file_suffix(src) == ".npy":
-            return tuple(np.load(src, mmap_mode="r", allow_pickle=False).shape)
-        delim, header, n_cols = detect_text_layout(src)
-        return (count_rows(src, header), n_cols)
+            return npy_header(src)[0]
+        layout = detect_text_layout(src)
+        check_text_columns(src, layout)
+        return (count_rows(src, layout.header), layout.n_cols)
     return as_matrix_source(src).shape

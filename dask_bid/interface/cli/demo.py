@@ -8,11 +8,18 @@ import sys
 import time
 
 from ..demo import DEMO_SETTINGS, make_demo_matrix
-from ._core import positive_int
+from ._core import positive_int, user_cache_dir
 from .progress import ChainProgress
 from .report import result_lines
+from .runtime import compile_kernels
 
-__all__ = ["run_demo"]
+__all__ = ["run_demo", "default_demo_dir"]
+
+
+def default_demo_dir() -> str:
+    """Where ``dask-bid demo`` writes without ``--out``: ``~/.cache/dask_bid/demo`` (a
+    cache folder, never the current one)."""
+    return user_cache_dir("demo")
 
 
 def _say(quiet, *lines):
@@ -21,14 +28,15 @@ def _say(quiet, *lines):
             print(ln, flush=True)
 
 
-def run_demo(out="dask-bid-demo", *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
+def run_demo(out=None, *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
              plot=True):
     """Run the demo; see the module docstring.
 
     Parameters
     ----------
-    out : str
-        Folder for ``A.zarr``, ``result.zarr`` and ``result.png`` (replaced if present).
+    out : str, optional
+        Folder for ``A.zarr``, ``result.zarr`` and ``result.png`` (replaced if present);
+        default :func:`default_demo_dir`.
     quiet : bool
         Print nothing, no progress bar.
     n_iter : int, optional
@@ -55,8 +63,9 @@ def run_demo(out="dask-bid-demo", *, quiet=False, n_iter=None, n_workers=2, sche
     if n_iter is not None:
         s["n_iter"] = int(n_iter)
         s["burn_in"] = min(s["burn_in"], int(n_iter) // 3)
-    out = os.fspath(out)
+    out = os.fspath(out) if out is not None else default_demo_dir()
     os.makedirs(out, exist_ok=True)
+    _say(quiet, f"output       {out}")
     paths = {"input": os.path.join(out, "A.zarr"), "result": os.path.join(out, "result.zarr"),
              "plot": os.path.join(out, "result.png")}
     timings = {}
@@ -72,6 +81,12 @@ def run_demo(out="dask-bid-demo", *, quiet=False, n_iter=None, n_workers=2, sche
     rid = RandomizedID(s["n_components"], random_state=s["seed"]).fit(A)
     del A
 
+    # compiled here first, the kernels are on disk when the workers load them
+    dt = compile_kernels({})
+    if dt is not None:
+        timings["compile"] = dt
+        _say(quiet, f"kernels      ready in {dt:.1f} s (numba: compiled on the first run, "
+                    f"then loaded from {os.environ.get('NUMBA_CACHE_DIR', 'its cache')})")
     t = time.perf_counter()
     cluster = client = None
     if scheduler is None:
@@ -139,15 +154,18 @@ def add_parser(sub):
                           description="Write a synthetic low-rank matrix with planted "
                           "columns to a Zarr store, start a local Dask cluster, fit, print a "
                           "summary and write a plot next to the result.")
-    demo.add_argument("--out", default="dask-bid-demo", metavar="DIR",
-                      help="folder for the input store, the result and the plot "
-                      "(default: ./dask-bid-demo)")
+    demo.add_argument("--out", default=None, metavar="DIR",
+                      help="folder for the input store A.zarr, the result result.zarr and "
+                      "the plot result.png, replaced if present (default: "
+                      "~/.cache/dask_bid/demo, printed at the start)")
     demo.add_argument("--n-iter", type=positive_int, default=None, metavar="N",
                       help="iterations per chain (default: the demo's setting)")
     demo.add_argument("--workers", type=positive_int, default=2, metavar="N",
                       help="workers of the local cluster (default: 2)")
     demo.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                      help="use this Dask scheduler instead of starting a local cluster")
+                      help="use this Dask scheduler (tcp://host:8786, or 'synchronous' for "
+                      "this process) instead of starting a local cluster")
     demo.add_argument("-q", "--quiet", action="store_true", help="print nothing")
     demo.set_defaults(func=run)
+    return demo
 

@@ -7,10 +7,25 @@ import time
 
 import numpy as np
 
-from ._core import CLIError, file_suffix, is_url, nonneg_int, positive_int, print_lines
-from .convert import CONVERTIBLE_SUFFIXES, convert_to_zarr, converted_path, input_shape
+from ._core import (
+    CLIError,
+    file_suffix,
+    is_url,
+    nonneg_int,
+    positive_int,
+    print_lines,
+    say,
+)
+from .convert import (
+    CONVERTIBLE_SUFFIXES,
+    convert_to_zarr,
+    converted_fill_count,
+    converted_path,
+    input_shape,
+)
 from .plotting import parse_plot_kinds, plot_stem, write_plots
 from .progress import ChainProgress, InterruptLatch
+from .reading import FILL_CHOICES
 from .report import result_lines
 
 #: CLI option -> sampler parameter, for the options left to the library's default when
@@ -18,10 +33,12 @@ from .report import result_lines
 _SAMPLER_OPTIONS = {"model": "model", "n_iter": "n_iter", "burn_in": "burn_in",
                     "thin": "thin", "n_chains": "n_chains", "seed": "random_state",
                     "point_estimate": "point_estimate", "w_estimate": "w_estimate",
-                    "refine_sweeps": "refine_sweeps", "missing": "missing"}
+                    "refine_sweeps": "refine_sweeps"}
 
 
-def _params_from_args(args):
+def params_from_args(args) -> dict:
+    """The sampler's keyword arguments from the command line: the one place where the
+    options of ``fit`` become parameters of :func:`dask_bid.bayesian_id`."""
     from ..functional import PAPER_SETTINGS
 
     params = dict(PAPER_SETTINGS) if args.paper else {}
@@ -51,6 +68,21 @@ def _full_params(params):
     return {**DEFAULTS, **params}
 
 
+def _failed_fit_at(out) -> str | None:
+    """The reason stored by a failed fit of ours at ``out`` (None if it is not one)."""
+    if is_url(out) or not os.path.isdir(out):
+        return None
+    try:
+        import zarr
+
+        meta = zarr.open_group(out, mode="r").attrs.get("dask_bid")
+    except Exception:
+        return None
+    if isinstance(meta, dict) and meta.get("status") == "failed":
+        return str(meta.get("reason") or meta.get("error") or "unknown reason")
+    return None
+
+
 def _check_out_free(out, args):
     """Fail before converting anything when OUT exists and neither flag allows it."""
     if args.resume or args.overwrite or is_url(out):
@@ -64,6 +96,7 @@ def _check_out_free(out, args):
 
 
 def _validate_early(src, k, params):
+    """Everything checkable from metadata; returns the input's shape."""
     from .._params import validate_params
     from ..functional import DEFAULTS
 
@@ -73,42 +106,86 @@ def _validate_early(src, k, params):
 
         raise InputShapeError(f"{src!r} holds an array of shape {shape}; a matrix (2-D) is "
                               "needed.")
+    if shape[1] < 2:
+        from ..._errors import InputShapeError
+
+        raise InputShapeError(f"{src!r} has {shape[1]} column; dask-bid needs a matrix with "
+                              "at least 2 columns.")
     validate_params({**DEFAULTS, **params, "n_components": k}, n_cols=shape[1])
+    return shape
+
+
+def _nan_message(exc, src) -> str:
+    """The engine's NaN refusal, in command-line terms (it speaks of missing='mask')."""
+    where = str(exc).split(". ")[0].rstrip(".")
+    return (f"{where}. The sampler has no missing-data model on the command line yet: fill "
+            f"the NaN of {src!r} (0 is the paper's fill) and run again; a .npy or text "
+            "input is filled on conversion with --fill-missing zero.")
 
 
 def run(args):
+    from ..._errors import NonFiniteInputError
     from ..functional import bayesian_id
+    from .runtime import choose_scheduler, compile_kernels
 
     out = args.out
-    _check_out_free(out, args)
+    overwrite = args.overwrite
+    failed = None if (args.overwrite or args.resume) else _failed_fit_at(out)
+    if failed is not None:
+        # a failed fit of ours holds nothing worth keeping: the retry replaces it
+        overwrite = True
+    else:
+        _check_out_free(out, args)
     kinds = parse_plot_kinds(args.plot) if args.plot else []
-    params = _params_from_args(args)
+    params = params_from_args(args)
     src = args.input
+    convertible = not is_url(src) and file_suffix(src) in CONVERTIBLE_SUFFIXES
+    if args.fill_missing and not convertible:
+        raise CLIError(f"--fill-missing applies to .npy and text files, which dask-bid "
+                       f"converts; the Zarr array {src!r} is read as is: fill its NaN first, "
+                       "or fit the .npy / text file it came from.")
     # everything checkable from metadata is checked before converting or sampling
-    _validate_early(src, args.k, params)
-    if not is_url(src) and file_suffix(src) in CONVERTIBLE_SUFFIXES:
+    shape = _validate_early(src, args.k, params)
+    if failed is not None:
+        say(f"replacing    {out} (a failed fit: {failed})", quiet=args.quiet)
+    if convertible:
         dst = converted_path(src, out)
-        src = convert_to_zarr(src, dst, quiet=args.quiet, overwrite=args.overwrite)
+        src = convert_to_zarr(src, dst, quiet=args.quiet, overwrite=args.overwrite,
+                              fill_missing=args.fill_missing)
+        n_filled = converted_fill_count(src)
+        if n_filled:
+            say(f"filled       {n_filled} NaN entries of {args.input} by 0 (--fill-missing "
+                f"zero; recorded in {src})", quiet=args.quiet)
+    client, where = choose_scheduler(args.scheduler, shape)
+    say(f"scheduler    {where}", quiet=args.quiet)
+    if client is None or client == "synchronous":  # the kernels compile on this machine
+        say("kernels      compiling (numba, first run only) ...", quiet=args.quiet)
+        dt = compile_kernels(params)
+        if dt is not None:
+            say(f"kernels      ready in {dt:.1f} s (cached in "
+                f"{os.environ.get('NUMBA_CACHE_DIR', 'numba cache')})", quiet=args.quiet)
     t0 = time.perf_counter()
     full = _full_params(params)
-    with ChainProgress(full["n_chains"] * full["n_iter"], disable=args.quiet) as bar, \
-            InterruptLatch() as latch:
-        def callback(state):
-            latch.check()
-            bar(state)
+    try:
+        with ChainProgress(full["n_chains"] * full["n_iter"], disable=args.quiet) as bar, \
+                InterruptLatch() as latch:
+            def callback(state):
+                latch.check()
+                bar(state)
 
-        res = bayesian_id(src, args.k, **params, client=args.scheduler, out=out,
-                          overwrite=args.overwrite, resume=args.resume,
-                          checkpoint_every=args.checkpoint_every, callback=callback)
+            res = bayesian_id(src, args.k, **params, client=client, out=out,
+                              overwrite=overwrite, resume=args.resume,
+                              checkpoint_every=args.checkpoint_every, callback=callback)
+    except NonFiniteInputError as exc:
+        raise CLIError(_nan_message(exc, src)) from exc
     wall = time.perf_counter() - t0
-    lines = result_lines(res) + [f"wall time    {wall:.1f} s", f"result       {out}"]
+    lines = result_lines(res) + [f"wall time    {wall:.1f} s (sampling, summary and output)",
+                                 f"result       {out}"]
     if kinds:
         for path in write_plots(res, kinds, plot_stem(out)):
             lines.append(f"plot         {path}")
     print_lines(lines, args.quiet)
     return 0
-
-
 
 
 def add_parser(sub):
@@ -121,7 +198,8 @@ def add_parser(sub):
                      "e.g. data.npy.zarr)")
     fit.add_argument("--k", type=positive_int, required=True, metavar="K",
                      help="number of columns to select")
-    fit.add_argument("--out", required=True, metavar="OUT", help="output Zarr group")
+    fit.add_argument("--out", required=True, metavar="OUT",
+                     help="output Zarr group (a local path or an fsspec URL)")
     fit.add_argument("--model", choices=("gbt", "gbtn"), default=None,
                      help="GBT (default) or GBTN (hierarchical prior on W's mean/precision)")
     fit.add_argument("--plain", action="store_true",
@@ -129,11 +207,13 @@ def add_parser(sub):
     fit.add_argument("--n-iter", type=positive_int, default=None, metavar="N",
                      help="iterations per chain (default 500)")
     fit.add_argument("--burn-in", type=nonneg_int, default=None, metavar="N",
-                     help="default 100")
-    fit.add_argument("--thin", type=positive_int, default=None, metavar="N", help="default 5")
+                     help="iterations discarded at the start of each chain (default 100)")
+    fit.add_argument("--thin", type=positive_int, default=None, metavar="N",
+                     help="keep every N-th draw after the burn-in (default 5)")
     fit.add_argument("--n-chains", type=positive_int, default=None, metavar="N",
-                     help="default 1")
-    fit.add_argument("--seed", type=nonneg_int, default=None, metavar="S")
+                     help="independent chains, each from its own start (default 1)")
+    fit.add_argument("--seed", type=nonneg_int, default=None, metavar="S",
+                     help="random seed: the same seed gives the same fit (default: random)")
     fit.add_argument("--init", default=None, metavar="INIT",
                      help="auto (default), random (the paper), sketch, cpqr, or K comma "
                      "separated column indices")
@@ -146,22 +226,29 @@ def add_parser(sub):
                      help="reported W: box-constrained least squares (lstsq, default), "
                      "posterior mode (map) or mean")
     fit.add_argument("--refine-sweeps", type=nonneg_int, default=None, metavar="N",
-                     help="W sweeps with the reported basis fixed after the chain")
-    fit.add_argument("--missing", choices=("zero", "mask"), default=None,
-                     help="zero (default): A has no NaN, missing entries are filled in; mask: "
-                     "NaN entries are missing values, left out of the likelihood")
+                     help="W sweeps with the reported basis fixed after the chain "
+                     "(default 20)")
+    fit.add_argument("--fill-missing", choices=FILL_CHOICES, default=None,
+                     help="zero: replace every NaN (missing value) of a .npy or text INPUT "
+                     "by 0 when converting it, the paper's fill (recorded in the converted "
+                     "store); default: a NaN is refused, naming its line")
     fit.add_argument("--paper", action="store_true",
                      help="the paper's exact choices (dask_bid.PAPER_SETTINGS: random init, "
                      "mode basis, mean W, no refinement); other options override them")
     fit.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                     help="Dask scheduler address (tcp://host:8786) or 'synchronous'; "
-                     "default: a local cluster of 2 workers")
-    fit.add_argument("--checkpoint-every", type=positive_int, default=25, metavar="N")
+                     help="where the fit runs: a Dask scheduler address (tcp://host:8786), "
+                     "'local' (a local cluster of 2 workers) or 'synchronous' (this "
+                     "process); default: this process when INPUT takes at most 1 GiB (or "
+                     "an eighth of the memory), else a local cluster")
+    fit.add_argument("--checkpoint-every", type=positive_int, default=25, metavar="N",
+                     help="iterations between checkpoints in OUT (default 25)")
     fit.add_argument("--resume", action="store_true",
                      help="continue an interrupted fit stored at OUT")
-    fit.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    fit.add_argument("--overwrite", action="store_true",
+                     help="replace an existing OUT (a failed fit is replaced without it)")
     fit.add_argument("--plot", default=None, metavar="KINDS",
                      help="write plots next to OUT: comma separated among trace, autocorr, "
                      "inclusion, or all")
     fit.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no summary")
     fit.set_defaults(func=run)
+    return fit

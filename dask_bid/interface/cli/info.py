@@ -9,7 +9,31 @@ import os
 import numpy as np
 
 from ._core import CLIError, file_suffix, fmt_g, human_bytes, is_url, print_lines, short_list
-from .convert import CONVERTIBLE_SUFFIXES, TEXT_SUFFIXES, count_rows, detect_text_layout
+from .convert import (
+    CONVERTIBLE_SUFFIXES,
+    MISSING_ATTR,
+    TEXT_SUFFIXES,
+    count_rows,
+    detect_text_layout,
+)
+from .reading import npy_header, scan_non_finite
+
+
+def _missing_lines(info) -> list[str]:
+    """NaN and infinity counts of a file, and what ``fit`` does with them."""
+    n_nan, n_inf = info.get("n_nan"), info.get("n_inf")
+    if n_nan is None:
+        return []
+    M, N = info["shape"][:2] if len(info["shape"]) >= 2 else (info["shape"][0], 1)
+    total = max(1, int(M) * int(N))
+    lines = [f"  missing    {n_nan} NaN entries ({n_nan / total:.1%})"
+             + (f", {n_inf} infinite" if n_inf else "")]
+    if n_nan:
+        lines.append("  note       `dask-bid fit` refuses NaN: --fill-missing zero replaces "
+                     "them by 0 (the paper's fill)")
+    if n_inf:
+        lines.append("  note       infinite entries are refused: replace them first")
+    return lines
 
 
 def describe_path(path) -> dict:
@@ -25,15 +49,18 @@ def describe_path(path) -> dict:
     if not is_url(spath) and os.path.isfile(spath):
         size = os.path.getsize(spath)
         if suffix == ".npy":
-            a = np.load(spath, mmap_mode="r", allow_pickle=False)
-            return {"kind": "npy file", "path": spath, "shape": list(a.shape),
-                    "dtype": str(a.dtype), "size": int(a.nbytes), "file_size": size}
+            shape, dtype = npy_header(spath)
+            n_nan, n_inf = scan_non_finite(spath)
+            return {"kind": "npy file", "path": spath, "shape": list(shape),
+                    "dtype": str(dtype), "size": int(np.prod(shape)) * dtype.itemsize,
+                    "file_size": size, "n_nan": n_nan, "n_inf": n_inf}
         if suffix in TEXT_SUFFIXES:
-            delim, header, n_cols = detect_text_layout(spath)
+            layout = detect_text_layout(spath)
+            n_nan, n_inf = scan_non_finite(spath)
             return {"kind": "text file", "path": spath,
-                    "shape": [count_rows(spath, header), n_cols],
-                    "delimiter": {None: "whitespace", ",": "comma", "\t": "tab"}[delim],
-                    "header": header, "file_size": size}
+                    "shape": [count_rows(spath, layout.header), layout.n_cols],
+                    "delimiter": layout.delimiter_name, "header": layout.header,
+                    "file_size": size, "n_nan": n_nan, "n_inf": n_inf}
         if suffix == ".npz":
             with np.load(spath, allow_pickle=False) as z:
                 arrays = {k: (z[k].item() if z[k].ndim == 0 else list(z[k].shape))
@@ -58,8 +85,12 @@ def describe_path(path) -> dict:
         with contextlib.suppress(Exception):
             info["compressors"] = [type(c).__name__ for c in node.compressors]
         conv = node.attrs.get("dask_bid_converted_from")
-        if conv:
+        if isinstance(conv, dict):
             info["converted_from"] = conv.get("path")
+            missing = node.attrs.get(MISSING_ATTR)
+            if isinstance(missing, dict):
+                info["filled"] = {"fill": missing.get("fill"),
+                                  "n_filled": missing.get("n_filled")}
         return info
     meta = node.attrs.get("dask_bid")
     if meta is None:
@@ -68,7 +99,12 @@ def describe_path(path) -> dict:
     info = {"kind": "dask_bid result", "path": spath, "status": meta.get("status"),
             "params": meta.get("params", {}), "input": meta.get("input"),
             "input_shape": meta.get("input_shape"), "summary": meta.get("summary", {}),
-            "versions": meta.get("versions")}
+            "versions": meta.get("versions"), "error": meta.get("error")}
+    src = meta.get("input") or {}
+    if src.get("kind") == "zarr" and src.get("path") and not is_url(str(src["path"])):
+        from .convert import converted_fill_count
+
+        info["input_filled"] = converted_fill_count(str(src["path"]))
     if "columns" in node:
         info["columns"] = [int(c) for c in node["columns"][...]]
     if meta.get("status") != "complete" and "checkpoint" in node:
@@ -97,6 +133,11 @@ def info_lines(info) -> list[str]:
             lines.append(f"  compressor {', '.join(info['compressors'])}")
         if info.get("converted_from"):
             lines.append(f"  converted  from {info['converted_from']}")
+        filled = info.get("filled") or {}
+        if filled.get("fill"):
+            lines.append(f"  filled     {filled.get('n_filled')} NaN entries replaced by 0 "
+                         f"(--fill-missing {filled['fill']})")
+        lines += _missing_lines(info)
         if len(info["shape"]) != 2:
             lines.append("  note       not a matrix: dask-bid needs a 2-D array")
     elif kind == "text file":
@@ -104,6 +145,7 @@ def info_lines(info) -> list[str]:
                   f"  delimiter  {info['delimiter']}" + (", one header line" if info["header"]
                                                         else ""),
                   f"  size       {human_bytes(info['file_size'])} on disk",
+                  *_missing_lines(info),
                   "  note       `dask-bid fit` converts it to a Zarr store next to --out"]
     elif kind == "npz file":
         for k, v in info["arrays"].items():
@@ -119,12 +161,21 @@ def info_lines(info) -> list[str]:
     else:
         p, s = info["params"], info["summary"]
         status = info["status"]
-        lines.append(f"  status     {status}" + ("" if status == "complete" else
-                                                  "  (continue it: dask-bid fit ... --resume)"))
+        if status == "complete":
+            lines.append(f"  status     {status}")
+        elif status == "failed":
+            lines.append(f"  status     failed: {info.get('error') or 'no reason recorded'}  "
+                         "(fix the cause and run the same dask-bid fit again: it replaces "
+                         "a failed fit)")
+        else:
+            lines.append(f"  status     {status}  (continue it: dask-bid fit ... --resume)")
         shape = info.get("input_shape") or [s.get("n_samples"), s.get("n_features")]
         src = info.get("input") or {}
         lines.append(f"  input      {shape[0]} x {shape[1]}"
                      + (f" from {src.get('path')}" if src.get("path") else ""))
+        if info.get("input_filled"):
+            lines.append(f"  filled     {info['input_filled']} NaN entries of the input "
+                         "replaced by 0 (--fill-missing zero)")
         lines.append(f"  model      {str(p.get('model', '?')).upper()} "
                      f"({'aggressive' if p.get('aggressive', True) else 'plain'}), "
                      f"K = {p.get('n_components')}, bounds {p.get('bounds')}")
@@ -140,7 +191,8 @@ def info_lines(info) -> list[str]:
             lines.append(f"  max|W|     {fmt_g(s.get('max_abs_w'))}")
             lines.append(f"  draws      {s.get('n_draws_point')} retained draws with the "
                          "reported basis")
-            lines.append(f"  time       {s.get('elapsed', 0.0):.1f} s sampling")
+            lines.append(f"  time       {fmt_g(s.get('elapsed'))} s sampling, summed over the "
+                         "chains")
         other = {k: v for k, v in p.items() if k not in (
             "model", "aggressive", "n_components", "bounds", "n_chains", "n_iter", "burn_in",
             "thin", "init", "versions", "entropy")}
@@ -172,9 +224,17 @@ def run(args):
 
 def add_parser(sub):
     """Add the ``info`` command to the subparsers ``sub``."""
-    info = sub.add_parser("info", help="describe an input matrix or a result store")
-    info.add_argument("path", metavar="PATH")
-    info.add_argument("--json", action="store_true", help="machine-readable output")
+    info = sub.add_parser("info", help="describe an input matrix or a result store",
+                          description="Describe PATH: a .npy or text matrix (shape, dtype, "
+                          "delimiter, NaN count), a Zarr array (shape, chunks, size, where "
+                          "it was converted from) or a result store of `dask-bid fit` "
+                          "(status, K, columns, MSE, sigma2, settings).")
+    info.add_argument("path", metavar="PATH", help="a file (.npy, .csv, .txt, .tsv, .npz), "
+                      "a Zarr array or a result store (path or URL)")
+    info.add_argument("--json", action="store_true",
+                      help="print the same information as JSON")
     info.add_argument("--diagnostics", action="store_true",
-                      help="for a result: split R-hat and ESS of sigma2 and MSE (needs arviz)")
+                      help="for a finished result: split R-hat and bulk/tail ESS of sigma2 "
+                      'and MSE (needs ArviZ: pip install "dask_bid[arviz]")')
     info.set_defaults(func=run)
+    return info

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
-from ._core import PROG, CLIError, Parser, one_line, quiet_libraries
+from ._core import (
+    PROG,
+    CLIError,
+    Parser,
+    cli_words,
+    one_line,
+    quiet_libraries,
+    user_cache_dir,
+    warning_lines,
+)
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "log_dir"]
+
+_DEBUG_HELP = ("on an error, print the full Python traceback (also: environment variable "
+               "DASK_BID_DEBUG=1)")
 
 
 def build_parser() -> Parser:
@@ -18,16 +31,49 @@ def build_parser() -> Parser:
     parser = Parser(prog=PROG, description="Bayesian interpolative decomposition (GBT/GBTN "
                     "Gibbs samplers) of matrices larger than memory, on Dask and Zarr.")
     parser.add_argument("-V", "--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for module in (demo, fit, rid, info, plot):
-        module.add_parser(sub)
+        p = module.add_parser(sub)
+        # also after the command (`dask-bid fit ... --debug`); SUPPRESS keeps a --debug
+        # given before the command
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help=_DEBUG_HELP)
     return parser
 
 
+def log_dir() -> str:
+    """Where tracebacks of unexpected errors go (``~/.cache/dask_bid/logs``)."""
+    return user_cache_dir("logs")
+
+
+def _write_log(argv) -> str | None:
+    """The current exception's traceback in a new log file; its path (None if unwritable)."""
+    import time
+    import traceback
+
+    try:
+        d = log_dir()
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, f"{PROG}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(f"{PROG} {' '.join(map(str, argv))}\n\n")
+            traceback.print_exc(file=fh)
+        return path
+    except OSError:
+        return None
+
+
 def main(argv=None) -> int:
-    """Run the ``dask-bid`` command line; returns the exit status."""
+    """Run the ``dask-bid`` command line; returns the exit status.
+
+    0: success; 2: a user error (one line ``dask-bid: error: ...`` on stderr); 1: an
+    unexpected error (one line naming the log file that holds the traceback); 130:
+    interrupted. ``--debug`` prints the traceback of any error.
+    """
     from ..._errors import DaskBidError
 
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -36,15 +82,40 @@ def main(argv=None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
+    debug = bool(args.debug or os.environ.get("DASK_BID_DEBUG"))
     try:
-        with quiet_libraries():
+        with quiet_libraries(), warning_lines(quiet=getattr(args, "quiet", False)):
             return int(args.func(args) or 0)
     except KeyboardInterrupt:
         hint = " (continue with --resume)" if getattr(args, "command", "") == "fit" else ""
         print(f"{PROG}: interrupted{hint}", file=sys.stderr)
         return 130
-    except (DaskBidError, CLIError, OSError, ValueError, ImportError) as exc:
-        if os.environ.get("DASK_BID_DEBUG"):
+    except (DaskBidError, CLIError) as exc:
+        if debug:
             raise
-        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: {cli_words(one_line(exc))}", file=sys.stderr)
         return 2
+    except PermissionError as exc:
+        if debug:
+            raise
+        where = exc.filename or "a file"
+        print(f"{PROG}: error: permission denied on {where}: check its permissions (and "
+              "its folder's), or choose another path.", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, ImportError) as exc:
+        # from a library: the message is usually enough, the traceback goes to a log
+        if debug:
+            raise
+        log = _write_log(argv)
+        tail = f" (traceback: {log})" if log else ""
+        print(f"{PROG}: error: {cli_words(one_line(exc))}{tail}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if debug:
+            raise
+        log = _write_log(argv)
+        where = (f"the traceback is in {log}" if log else "rerun with --debug for the "
+                 "traceback")
+        print(f"{PROG}: error: internal error ({type(exc).__name__}: {one_line(exc)}); "
+              f"{where}. Please report it.", file=sys.stderr)
+        return 1

@@ -2,8 +2,51 @@
 
 from __future__ import annotations
 
-from ._core import print_lines
+import os
+
+from ._core import CLIError, print_lines
 from .plotting import parse_plot_kinds, plot_stem, write_plots
+
+
+def _input_identity(path) -> dict:
+    """What a result store records of its input: shape, path, checksum (if any)."""
+    import zarr
+
+    try:
+        meta = zarr.open_group(path, mode="r").attrs.get("dask_bid") or {}
+    except Exception:
+        return {}
+    src = meta.get("input") or {}
+    where = src.get("path")
+    if where and "://" not in str(where):
+        where = os.path.abspath(str(where))
+    return {"shape": [int(s) for s in (meta.get("input_shape") or [])],
+            "path": where, "checksum": src.get("checksum")}
+
+
+def check_same_input(paths):
+    """Refuse an error-against-K plot over fits of different matrices.
+
+    Fits of one matrix agree on its shape and, when both recorded one, on its content
+    checksum; without checksums they must name the same input path.
+    """
+    ids = [_input_identity(p) for p in paths]
+    ref, ref_path = ids[0], paths[0]
+    for other, path in zip(ids[1:], paths[1:], strict=True):
+        if ref.get("shape") != other.get("shape"):
+            a = " x ".join(map(str, ref.get("shape") or ["?"]))
+            b = " x ".join(map(str, other.get("shape") or ["?"]))
+            raise CLIError(f"--kind error-k compares fits of one matrix: {ref_path!r} fitted a "
+                           f"{a} input, {path!r} a {b} one. Plot them separately.")
+        if ref.get("checksum") and other.get("checksum"):
+            if ref["checksum"] != other["checksum"]:
+                raise CLIError(f"--kind error-k compares fits of one matrix: {ref_path!r} and "
+                               f"{path!r} fitted inputs of the same shape but different "
+                               "content (their checksums differ). Plot them separately.")
+        elif ref.get("path") != other.get("path"):
+            raise CLIError(f"--kind error-k compares fits of one matrix: {ref_path!r} fitted "
+                           f"{ref.get('path')!r}, {path!r} fitted {other.get('path')!r}. "
+                           "Plot them separately, or fit the same input.")
 
 
 def run(args):
@@ -18,6 +61,7 @@ def run(args):
         stem = plot_stem(args.out if args.out and len(results) == 1 else path)
         written += write_plots(res, single, stem)
     if "error-k" in kinds:
+        check_same_input([str(p) for p in args.results])
         ax = plots.plot_error_vs_k(results)
         target = (args.out or plot_stem(args.results[0])) + ".error-k.png" \
             if not (args.out or "").endswith(".png") else args.out
@@ -32,12 +76,22 @@ def run(args):
 
 def add_parser(sub):
     """Add the ``plot`` command to the subparsers ``sub``."""
-    plot = sub.add_parser("plot", help="plot one or more result stores")
-    plot.add_argument("results", nargs="+", metavar="RESULT")
+    plot = sub.add_parser("plot", help="plot one or more result stores",
+                          description="Write PNG plots of stored fits: traces, "
+                          "autocorrelation, inclusion probabilities (one file per result and "
+                          "kind), or the reconstruction error against K over several fits "
+                          "of one matrix. Needs matplotlib: pip install \"dask_bid[plot]\".")
+    plot.add_argument("results", nargs="+", metavar="RESULT",
+                      help="result stores written by `dask-bid fit --out`")
     plot.add_argument("--kind", default="all", metavar="KINDS",
                       help="comma separated among trace, autocorr, inclusion, error-k "
-                      "(reconstruction error against K over all RESULTs), or all")
+                      "(reconstruction error against K over all RESULTs, which must be fits "
+                      "of the same input), or all (= trace, autocorr, inclusion; default)")
     plot.add_argument("--out", default=None, metavar="STEM",
-                      help="file name stem (default: next to each result)")
-    plot.add_argument("-q", "--quiet", action="store_true")
+                      help="file name stem: STEM.<kind>.png (default: next to each result, "
+                      "<RESULT without .zarr>.<kind>.png); a name ending in .png is used as "
+                      "is for error-k")
+    plot.add_argument("-q", "--quiet", action="store_true",
+                      help="do not print the files written")
     plot.set_defaults(func=run)
+    return plot

@@ -6,7 +6,21 @@ import numpy as np
 
 from ._core import fmt_g, short_list
 
-__all__ = ["result_lines"]
+__all__ = ["result_lines", "accepted_line", "chain_time_line"]
+
+
+def accepted_line(share) -> str:
+    """The share of accepted swaps, and what it means."""
+    return (f"accepted     {share:.1%} of the swap proposals (each iteration proposes "
+            "swapping one basis column for another; Barker's rule accepts it with the "
+            "proposal's posterior weight, so a low share means the basis has settled)")
+
+
+def chain_time_line(seconds, n_chains) -> str:
+    """Sampling time summed over the chains (they may run side by side: compare the wall
+    time for what the run took)."""
+    per = "" if n_chains == 1 else f", summed over {n_chains} chains"
+    return f"chain time   {seconds:.1f} s sampling{per}"
 
 
 def result_lines(res, *, planted=None) -> list[str]:
@@ -30,8 +44,8 @@ def result_lines(res, *, planted=None) -> list[str]:
         f"sigma2       {fmt_g(res.sigma2)}",
         f"max|W|       {fmt_g(res.max_abs_w)}"
         + (f"  (off the basis: {fmt_g(off)})" if off is not None else ""),
-        f"accepted     {float(np.mean(res.trace['accepted'])):.1%} of the swap proposals",
-        f"time         {res.elapsed:.1f} s sampling",
+        accepted_line(float(np.mean(res.trace["accepted"]))),
+        chain_time_line(res.elapsed, n_chains),
     ]
     if planted is not None:
         found = np.intersect1d(res.columns, planted).size

@@ -8,14 +8,20 @@ import numpy as np
 
 from ._core import file_suffix, fmt_g, is_url, nonneg_int, positive_int, print_lines, short_list
 from .convert import CONVERTIBLE_SUFFIXES, load_in_memory
+from .reading import FILL_CHOICES
 
 
 def run(args):
     from ...baselines import RandomizedID
 
     src = args.input
+    if args.fill_missing and (is_url(src) or file_suffix(src) not in CONVERTIBLE_SUFFIXES):
+        from ._core import CLIError
+
+        raise CLIError(f"--fill-missing applies to .npy and text files; the Zarr array "
+                       f"{src!r} is read as is: fill its NaN first.")
     if not is_url(src) and file_suffix(src) in CONVERTIBLE_SUFFIXES:
-        A = load_in_memory(src)
+        A = load_in_memory(src, fill_missing=args.fill_missing)
     else:
         A = src
     est = RandomizedID(args.k, method=args.method, oversampling=args.oversampling,
@@ -49,15 +55,31 @@ def add_parser(sub):
     """Add the ``rid`` command to the subparsers ``sub``."""
     rid = sub.add_parser("rid", help="the randomized / pivoted-QR ID baselines",
                          description="Interpolative decomposition by a randomized sketch "
-                         "(Liberty et al. 2007) or by column-pivoted QR.")
-    rid.add_argument("input", metavar="INPUT", help="Zarr array path or URL, .npy, .csv or .txt")
-    rid.add_argument("--k", type=positive_int, required=True, metavar="K")
-    rid.add_argument("--method", choices=("randomized", "cpqr"), default="randomized")
-    rid.add_argument("--oversampling", type=nonneg_int, default=10, metavar="P")
-    rid.add_argument("--power-iter", type=nonneg_int, default=0, metavar="Q")
-    rid.add_argument("--seed", type=nonneg_int, default=None, metavar="S")
+                         "(Liberty et al. 2007, the paper's RID) or by column-pivoted QR. "
+                         ".npy and text files are read into memory; a Zarr array is "
+                         "streamed.")
+    rid.add_argument("input", metavar="INPUT", help="Zarr array path or URL, .npy, .csv, "
+                     ".txt or .tsv file")
+    rid.add_argument("--k", type=positive_int, required=True, metavar="K",
+                     help="number of columns to select")
+    rid.add_argument("--method", choices=("randomized", "cpqr"), default="randomized",
+                     help="randomized: a Gaussian sketch of A, then pivoted QR of the sketch "
+                     "(default); cpqr: pivoted QR of A itself (exact, slower for wide A)")
+    rid.add_argument("--oversampling", type=nonneg_int, default=10, metavar="P",
+                     help="randomized: extra sketch rows beyond K (default 10)")
+    rid.add_argument("--power-iter", type=nonneg_int, default=0, metavar="Q",
+                     help="randomized: power iterations, for a slowly decaying spectrum "
+                     "(default 0)")
+    rid.add_argument("--seed", type=nonneg_int, default=None, metavar="S",
+                     help="random seed of the sketch (default: random)")
+    rid.add_argument("--fill-missing", choices=FILL_CHOICES, default=None,
+                     help="zero: replace every NaN of a .npy or text INPUT by 0 (the "
+                     "paper's fill); default: a NaN is refused, naming its line")
     rid.add_argument("--out", default=None, metavar="OUT.npz",
-                     help="write columns and W to this .npz file")
-    rid.add_argument("--overwrite", action="store_true")
-    rid.add_argument("-q", "--quiet", action="store_true")
+                     help="write columns, W (components), mse and max_abs_w to this .npz "
+                     "file")
+    rid.add_argument("--overwrite", action="store_true",
+                     help="replace an existing --out file")
+    rid.add_argument("-q", "--quiet", action="store_true", help="print nothing")
     rid.set_defaults(func=run)
+    return rid
