@@ -62,9 +62,15 @@ def describe_path(path) -> dict:
                     "delimiter": layout.delimiter_name, "header": layout.header,
                     "file_size": size, "n_nan": n_nan, "n_inf": n_inf}
         if suffix == ".npz":
-            with np.load(spath, allow_pickle=False) as z:
-                arrays = {k: (z[k].item() if z[k].ndim == 0 else list(z[k].shape))
-                          for k in z.files}
+            try:
+                with np.load(spath, allow_pickle=False) as z:
+                    arrays = {k: (z[k].item() if z[k].ndim == 0 else list(z[k].shape))
+                              for k in z.files}
+            except (ValueError, OSError, EOFError) as exc:
+                # never the advice numpy gives (allow_pickle): a pickle runs its author's code
+                raise CLIError(f"{spath!r} is not a readable .npz of numeric arrays "
+                               f"({type(exc).__name__}); dask-bid reads numbers only, never "
+                               "pickled objects.") from exc
             return {"kind": "npz file", "path": spath, "arrays": arrays, "file_size": size}
         raise CLIError(f"{spath!r} is a file dask-bid does not read; expected a Zarr store, "
                        f"or one of {', '.join(CONVERTIBLE_SUFFIXES)}")

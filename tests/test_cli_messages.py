@@ -1,0 +1,340 @@
+"""The command line's refusals: one line on stderr, naming the problem, the place and the
+flag that fixes it; nothing left behind that blocks the retry. One case per row of the
+"Command line" table of docs/errors.md."""
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from test_cli import FAST, assert_one_line_error
+
+from dask_bid.interface.cli import main
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
+
+
+def _npy_empty(d):
+    (d / "in.npy").write_bytes(b"")
+    return d / "in.npy"
+
+
+def _npy_object(d):
+    np.save(d / "in.npy", np.array([[1, "a"], [2, None]], dtype=object), allow_pickle=True)
+    return d / "in.npy"
+
+
+def _npy_garbage(d):
+    (d / "in.npy").write_bytes(b"these are not the bytes of a numpy file\n" * 4)
+    return d / "in.npy"
+
+
+def _npy_truncated(d):
+    np.save(d / "in.npy", np.ones((50, 4)))
+    data = (d / "in.npy").read_bytes()
+    (d / "in.npy").write_bytes(data[:-100])
+    return d / "in.npy"
+
+
+def _csv_bad_cell(d):
+    (d / "in.csv").write_text("a,b,c\n1,2,3\nabc,5,6\n".replace("abc,5", "4,abc"))
+    return d / "in.csv"
+
+
+def _txt_ragged(d):
+    (d / "in.txt").write_text("1 2 3\n4 5 6\n7 8\n")
+    return d / "in.txt"
+
+
+def _csv_semicolon(d):
+    (d / "in.csv").write_text("1;2;3\n4;5;6\n")
+    return d / "in.csv"
+
+
+def _txt_one_column(d):
+    (d / "in.txt").write_text("1\n2\n3\n")
+    return d / "in.txt"
+
+
+def _txt_nan(d):
+    (d / "in.txt").write_text("1 2 3\n4 5 nan\n7 8 9\n10 11 12\n")
+    return d / "in.txt"
+
+
+def _txt_inf(d):
+    (d / "in.txt").write_text("1 2 3\n4 5 inf\n7 8 9\n")
+    return d / "in.txt"
+
+
+def _npy_good(d):
+    A, _ = _planted()
+    np.save(d / "in.npy", A)
+    return d / "in.npy"
+
+
+def _zarr_good(d):
+    A, _ = _planted()
+    z = zarr.create_array(str(d / "in.zarr"), shape=A.shape, chunks=(20, 10), dtype="f8")
+    z[...] = A
+    return d / "in.zarr"
+
+
+def _planted():
+    from dask_bid.interface.demo import make_demo_matrix
+
+    A, planted, _ = make_demo_matrix(40, 10, 2, seed=0)
+    return A, planted
+
+
+# id (the docs row says it too), input builder, extra arguments, fragments of the error line
+CASES = [
+    ("empty .npy", _npy_empty, [], ["is empty", "numpy.save"]),
+    ("object .npy", _npy_object, [], ["Python objects", "save a float array"]),
+    ("not a .npy", _npy_garbage, [], ["is not a .npy file", "numpy.save"]),
+    ("truncated .npy", _npy_truncated, [], ["is truncated", "bytes"]),
+    ("text cell not a number", _csv_bad_cell, [],
+     ["line 3, column 2", "'abc'", "not a number"]),
+    ("ragged text rows", _txt_ragged, [], ["line 3", "has 2 columns", "the first line has 3"]),
+    ("one column (other delimiter)", _csv_semicolon, [],
+     ["one column", "comma", "';'", "at least 2 columns"]),
+    ("one column", _txt_one_column, [], ["one column", "whitespace"]),
+    ("NaN in a .npy or text input", _txt_nan, [],
+     ["missing values (NaN)", "line 2, column 3", "--fill-missing zero"]),
+    ("infinity in a .npy or text input", _txt_inf, ["--fill-missing", "zero"],
+     ["line 2, column 3", "infinite"]),
+    ("Python parameter names", _npy_good, ["--n-iter", "10", "--burn-in", "10"],
+     ["--burn-in (10) must be smaller than --n-iter (10)", "Lower --burn-in"]),
+    ("K out of range", _npy_good, ["--k", "10"], ["--k must be between 1 and 9"]),
+    ("--missing", _npy_good, ["--missing", "mask"], ["unrecognized arguments: --missing"]),
+    ("--fill-missing with a Zarr input", _zarr_good, ["--fill-missing", "zero"],
+     ["--fill-missing applies to .npy and text files"]),
+]
+
+
+@pytest.mark.parametrize("row, build, extra, fragments", CASES, ids=[c[0] for c in CASES])
+def test_fit_refusal_is_one_line_and_leaves_nothing(row, build, extra, fragments, tmp_path,
+                                                    capsys):
+    src = build(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    k = [] if "--k" in extra else ["--k", "2"]
+    rc = main(["fit", str(src), *k, "--out", str(tmp_path / "o.zarr"), *FAST, *extra])
+    cap = capsys.readouterr()
+    assert rc == 2, cap.err
+    assert_one_line_error(cap.err, *fragments, progress_allowed=True)
+    assert "allow_pickle" not in cap.err and "n_components" not in cap.err
+    assert "random_state" not in cap.err and "=True" not in cap.err
+    assert cap.out == ""
+    # no output, no converted store: the retry is not blocked
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("row, build, fragments", [
+    ("empty .npy", _npy_empty, ["is empty"]),
+    ("text cell not a number", _csv_bad_cell, ["line 3, column 2"]),
+    ("NaN in a .npy or text input", _txt_nan, ["line 2, column 3", "--fill-missing zero"]),
+])
+def test_rid_gives_the_same_messages(row, build, fragments, tmp_path, capsys):
+    assert main(["rid", str(build(tmp_path)), "--k", "2"]) == 2
+    assert_one_line_error(capsys.readouterr().err, *fragments)
+
+
+def test_every_cli_row_of_the_docs_has_a_case():
+    text = DOCS.read_text()
+    section = text.split("## The command line", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in section.splitlines() if ln.startswith("| ") and "---" not in ln][1:]
+    keys = [ln.split("|")[1].strip() for ln in rows]
+    covered = {c[0] for c in CASES} | set(OTHER_ROWS)
+    assert set(keys) == covered, set(keys) ^ covered
+
+
+#: rows tested by the tests below, not by the table of cases
+OTHER_ROWS = ("NaN in a Zarr input", "error-k over fits of different inputs",
+              "permission denied", "an error inside a library")
+
+
+# ----------------------------------------------------------------------------- fill
+
+def test_fill_missing_zero_fits_and_records_it(tmp_path, capsys):
+    src = _txt_nan(tmp_path)
+    out = tmp_path / "o.zarr"
+    assert main(["info", str(src)]) == 0
+    text = capsys.readouterr().out
+    assert "missing    1 NaN entries (8.3%)" in text and "--fill-missing zero" in text
+    assert main(["fit", str(src), "--k", "2", "--out", str(out), *FAST,
+                 "--fill-missing", "zero"]) == 0
+    cap = capsys.readouterr()
+    assert "filled       1 NaN entries" in cap.err
+    conv = zarr.open_array(str(tmp_path / "in.txt.zarr"), mode="r")
+    np.testing.assert_array_equal(conv[...], [[1, 2, 3], [4, 5, 0], [7, 8, 9], [10, 11, 12]])
+    assert conv.attrs["dask_bid_missing"] == {"fill": "zero", "n_filled": 1}
+    assert main(["info", str(out)]) == 0
+    assert "filled     1 NaN entries of the input replaced by 0" in capsys.readouterr().out
+    assert main(["info", str(tmp_path / "in.txt.zarr")]) == 0
+    assert "filled     1 NaN entries replaced by 0" in capsys.readouterr().out
+    # rid fills the same way
+    assert main(["rid", str(src), "--k", "2", "--fill-missing", "zero", "--seed", "0"]) == 0
+
+
+def test_info_counts_nan_of_a_npy(tmp_path, capsys):
+    A = np.arange(12.0).reshape(4, 3)
+    A[0, 1] = A[3, 2] = np.nan
+    A[2, 0] = np.inf
+    np.save(tmp_path / "a.npy", A)
+    assert main(["info", str(tmp_path / "a.npy")]) == 0
+    text = capsys.readouterr().out
+    assert "missing    2 NaN entries (16.7%), 1 infinite" in text
+    assert main(["info", "--json", str(tmp_path / "a.npy")]) == 0
+    assert '"n_nan": 2' in capsys.readouterr().out
+
+
+def test_paper_data_file_from_the_command_line(shared_data_dir, tmp_path, capsys):
+    """The README's user on the paper's CCLE IC50 file: a clear refusal naming the flag,
+    nothing left behind, then the fit with the paper's zero fill."""
+    src = shared_data_dir / "ccle_ic50" / "ic50.txt"
+    out = tmp_path / "k5.zarr"
+    assert main(["fit", str(src), "--k", "5", "--out", str(out)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "ic50.txt", "NaN", "--fill-missing zero",
+                          progress_allowed=True)
+    assert list(tmp_path.iterdir()) == []
+    assert main(["fit", str(src), "--k", "5", "--out", str(out), "--fill-missing", "zero",
+                 "--n-iter", "30", "--burn-in", "10", "--seed", "0", "-q"]) == 0
+    z = zarr.open_array(str(tmp_path / "ic50.txt.zarr"), mode="r")
+    assert z.shape == (504, 24) and z.attrs["dask_bid_missing"]["n_filled"] == 504 * 24 - 11670
+    assert np.isfinite(z[...]).all()
+
+
+def test_nan_in_zarr_input_does_not_block_the_retry(tmp_path, capsys):
+    A, _ = _planted()
+    A[5, 3] = np.nan
+    z = zarr.create_array(str(tmp_path / "in.zarr"), shape=A.shape, chunks=(20, 10),
+                          dtype="f8")
+    z[...] = A
+    args = ["fit", str(tmp_path / "in.zarr"), "--k", "2", "--out", str(tmp_path / "o.zarr"),
+            *FAST]
+    assert main(args) == 2
+    assert_one_line_error(capsys.readouterr().err, "NaN", "--fill-missing zero",
+                          progress_allowed=True)
+    z[5, 3] = 0.0  # the user fills it and runs the same command again
+    assert main([*args, "-q"]) == 0, capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- tracebacks
+
+def test_debug_shows_the_traceback(tmp_path):
+    from dask_bid import StoreNotFoundError
+
+    argv = ["fit", str(tmp_path / "missing.npy"), "--k", "2", "--out", str(tmp_path / "o")]
+    with pytest.raises(StoreNotFoundError):
+        main(["--debug", *argv])
+    with pytest.raises(StoreNotFoundError):
+        main([*argv, "--debug"])
+
+
+def test_library_error_is_one_line_with_a_log(tmp_path, capsys, monkeypatch):
+    """An error raised inside a library: its message on one line, the traceback in a log
+    file named on that line."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    A, _ = _planted()
+    np.save(tmp_path / "a.npy", A)
+    # the parent of --out is a file: os.makedirs fails inside the standard library
+    (tmp_path / "f").write_text("x")
+    rc = main(["rid", str(tmp_path / "a.npy"), "--k", "2", "--out", str(tmp_path / "f" / "r")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert_one_line_error(err, "traceback: ")
+    log = Path(re.search(r"traceback: (\S+)\)", err).group(1))
+    assert log.parent == tmp_path / "cache" / "dask_bid" / "logs"
+    assert "Traceback (most recent call last)" in log.read_text()
+
+
+def test_unexpected_error_exits_1_with_a_log(tmp_path, capsys, monkeypatch):
+    """A bug (any other exception): exit status 1, one line naming the log file; the
+    fault is injected into the info command, which no real input makes fail this way."""
+    import dask_bid.interface.cli.info as info_cmd
+
+    def boom(args):
+        raise RuntimeError("injected fault")
+
+    monkeypatch.setattr(info_cmd, "run", boom)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert main(["info", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert_one_line_error(err, "internal error (RuntimeError: injected fault)",
+                          "Please report it")
+    assert list((tmp_path / "cache" / "dask_bid" / "logs").iterdir())
+    with pytest.raises(RuntimeError):
+        main(["info", str(tmp_path), "--debug"])
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
+                    reason="permissions do not bind root")
+def test_permission_denied_is_one_line(tmp_path, capsys):
+    A, _ = _planted()
+    np.save(tmp_path / "a.npy", A)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        rc = main(["rid", str(tmp_path / "a.npy"), "--k", "2", "--out", str(ro / "r.npz")])
+    finally:
+        ro.chmod(0o700)
+    assert rc == 2
+    assert_one_line_error(capsys.readouterr().err, "permission denied", "choose another path")
+
+
+def test_npz_with_pickles_is_refused_without_pickle_advice(tmp_path, capsys):
+    np.savez(tmp_path / "p.npz", a=np.array([{"x": 1}], dtype=object))
+    assert main(["info", str(tmp_path / "p.npz")]) == 2
+    err = capsys.readouterr().err
+    assert_one_line_error(err, "never pickled objects")
+    assert "allow_pickle" not in err
+
+
+# ----------------------------------------------------------------------------- warnings
+
+def test_warnings_are_one_line_and_quiet_silences_them(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((30, 2)) @ rng.standard_normal((2, 8))  # rank 2
+    np.save(tmp_path / "a.npy", A)
+    assert main(["rid", str(tmp_path / "a.npy"), "--k", "4", "--seed", "0"]) == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert err and all(ln.startswith("dask-bid: warning: ") for ln in err), err
+    assert "rank deficient" in err[0] and "--k 4" in err[0]
+    assert main(["rid", str(tmp_path / "a.npy"), "--k", "4", "--seed", "0", "-q"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err == "" and cap.out == ""
+
+
+# ----------------------------------------------------------------------------- plot
+
+def test_error_k_refuses_fits_of_different_inputs(tmp_path, capsys):
+    A, _ = _planted()
+    np.save(tmp_path / "a.npy", A)
+    np.save(tmp_path / "b.npy", A[:, :8])
+    np.save(tmp_path / "c.npy", A + 1.0)
+    outs = {}
+    for name, k in (("a", 1), ("a", 2), ("b", 2), ("c", 2)):
+        out = tmp_path / f"{name}{k}.zarr"
+        assert main(["fit", str(tmp_path / f"{name}.npy"), "--k", str(k), "--out", str(out),
+                     *FAST, "-q"]) == 0
+        outs[f"{name}{k}"] = str(out)
+    png = str(tmp_path / "ek.png")
+    assert main(["plot", outs["a1"], outs["a2"], "--kind", "error-k", "--out", png, "-q"]) == 0
+    assert main(["plot", outs["a1"], outs["b2"], "--kind", "error-k", "--out", png]) == 2
+    assert_one_line_error(capsys.readouterr().err, "one matrix", "40 x 10", "40 x 8")
+    assert main(["plot", outs["a1"], outs["c2"], "--kind", "error-k", "--out", png]) == 2
+    assert_one_line_error(capsys.readouterr().err, "one matrix", "Plot them separately")
+
+
+# ----------------------------------------------------------------------------- help
+
+def test_every_option_of_every_command_has_help():
+    from dask_bid.interface.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name, p in sub.choices.items():
+        for action in p._actions:
+            assert action.help, f"dask-bid {name} {action.option_strings or action.dest}"
