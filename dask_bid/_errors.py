@@ -18,6 +18,7 @@ __all__ = [
     "OutputLocationError",
     "SchedulerUnreachableError",
     "NotFittedError",
+    "VersionMismatchError",
 ]
 
 
@@ -67,3 +68,7 @@ class SchedulerUnreachableError(DaskBidError, ConnectionError):
 
 class NotFittedError(DaskBidError, AttributeError):
     """The estimator was used before ``fit``."""
+
+
+class VersionMismatchError(DaskBidError, RuntimeError):
+    """The Dask workers import other versions of dask_bid or its dependencies than the client."""

@@ -322,6 +322,22 @@ def test_demo_runs_end_to_end(tmp_path):
     assert r.returncode == 0 and r.stdout == "" and r.stderr == "", r.stderr[-2000:]
 
 
+def test_demo_writes_to_a_named_cache_folder_by_default(tmp_path):
+    """Without --out the demo writes to ~/.cache/dask_bid/demo (here under
+    $XDG_CACHE_HOME), says so first, and leaves the current folder alone."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, "-m", "dask_bid.interface.cli", "demo", "--n-iter",
+                        "6", "--scheduler", "synchronous"], capture_output=True, text=True,
+                       cwd=cwd, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    where = tmp_path / "cache" / "dask_bid" / "demo"
+    assert r.stdout.splitlines()[0] == f"output       {where}"
+    assert (where / "result.zarr").is_dir() and (where / "A.zarr").is_dir()
+    assert list(cwd.iterdir()) == []
+
+
 def test_scheduler_address_is_used(tmp_path, data):
     """--scheduler tcp://...: the fit runs on that cluster (a LocalCluster started here)."""
     from distributed import Client, LocalCluster

@@ -16,19 +16,30 @@
 Both executors expose the same tiny interface (``submit``, ``gather``, ``compute``), so the
 backend code is the same on every path and the random streams, being counter based, give the
 same draws whatever runs them.
+
+A cluster the user brings (a ``Client``, an address, the current client) is checked before
+any task is sent: every worker must import the client's versions of dask_bid, numpy, numba,
+zarr, dask and distributed (:func:`check_worker_versions`), else
+:class:`~dask_bid.VersionMismatchError` names the package and the versions. A worker with
+another numba or numpy would otherwise fail inside a task, or draw other numbers than the
+client expects. The ``LocalCluster`` started here runs this interpreter: not checked.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import weakref
 
 import dask
 
-from .._errors import SchedulerUnreachableError
+from .._errors import SchedulerUnreachableError, VersionMismatchError
 
 __all__ = ["cluster_executor", "SyncExecutor", "DistributedExecutor", "RECOVERABLE_ERRORS",
-           "SCHEDULER_TIMEOUT"]
+           "SCHEDULER_TIMEOUT", "CHECKED_PACKAGES", "check_worker_versions",
+           "check_cluster_versions", "package_versions"]
+
+log = logging.getLogger("dask_bid.engine")
 
 #: Seconds to wait for a scheduler address to answer.
 SCHEDULER_TIMEOUT = 5.0
@@ -108,6 +119,148 @@ class DistributedExecutor:
         return self.client.scatter(x, hash=False)
 
 
+#: Packages whose version on every worker must equal the client's: the code the tasks run
+#: (dask_bid), the numerical kernels (numpy, numba: compiled and random draws) and the I/O and
+#: task machinery (zarr, dask, distributed).
+CHECKED_PACKAGES = ("dask_bid", "numpy", "numba", "zarr", "dask", "distributed")
+
+
+def _make_probe():
+    # defined inside a function so that cloudpickle sends it by value: a worker that cannot
+    # import dask_bid still runs it, and reports dask_bid as missing
+    def probe(packages):
+        import importlib
+
+        found = {}
+        for name in packages:
+            try:
+                module = importlib.import_module(name)
+            except Exception:  # not installed, or broken: either way not usable
+                found[name] = None
+            else:
+                found[name] = str(getattr(module, "__version__", "unknown"))
+        return found
+
+    return probe
+
+
+_probe = _make_probe()
+
+
+def package_versions(packages=CHECKED_PACKAGES):
+    """``{package: version}`` as imported in this process (None: cannot be imported).
+
+    The version is the imported module's ``__version__``, i.e. the code that actually runs,
+    which is what matters (a checkout on ``PYTHONPATH`` can shadow the installed package).
+    """
+    return _probe(list(packages))
+
+
+# client -> addresses of the workers already found to match (so a client reused for many
+# fits, e.g. by GridSearchCV, probes only the workers that joined since)
+_VERIFIED = weakref.WeakKeyDictionary()
+
+
+def _describe_workers(addresses, n_workers):
+    shown = ", ".join(sorted(addresses)[:3])
+    more = f" and {len(addresses) - 3} more" if len(addresses) > 3 else ""
+    return f"{shown}{more} ({len(addresses)} of {n_workers} workers)"
+
+
+def check_worker_versions(client, packages=CHECKED_PACKAGES):
+    """Refuse a cluster whose workers import other versions of ``packages`` than this client.
+
+    Runs one small function on each worker (``Client.run``: no task, nothing on the
+    scheduler's task graph). Workers that joined after a successful check are checked at
+    the next call.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    packages : sequence of str
+        Default :data:`CHECKED_PACKAGES`.
+
+    Returns
+    -------
+    dict
+        ``{worker address: {package: version}}`` of the workers checked now (empty if
+        none was new, or the cluster has no worker yet: then nothing can be checked, and
+        the workers that come later are checked by the next fit).
+
+    Raises
+    ------
+    VersionMismatchError
+        One line naming each differing package, the client's version and the workers'.
+    """
+    packages = list(packages)
+    workers = set(client.scheduler_info(n_workers=-1)["workers"])
+    try:
+        known = _VERIFIED.get(client, frozenset())
+    except TypeError:  # a client object that cannot be weakly referenced
+        known = frozenset()
+    new = sorted(workers - known)
+    if not new:
+        if not workers:
+            log.warning("the Dask cluster has no worker yet: the package versions of the "
+                        "workers that join later are not checked by this fit")
+        return {}
+    mine = _probe(packages)
+    theirs = client.run(_probe, packages, workers=new, on_error="return")
+    problems = []
+    for name in packages:
+        by_version = {}
+        for address, found in theirs.items():
+            if isinstance(found, dict) and found.get(name) != mine[name]:
+                by_version.setdefault(found.get(name), []).append(address)
+        if by_version:
+            there = "; ".join(
+                f"{'not importable' if v is None else v} on {_describe_workers(a, len(workers))}"
+                for v, a in sorted(by_version.items(), key=lambda kv: str(kv[0])))
+            problems.append(f"{name} {mine[name]} on this client, {there}")
+    failed = {a: r for a, r in theirs.items() if not isinstance(r, dict)}
+    for address, exc in sorted(failed.items()):
+        problems.append(f"the version check failed on worker {address} "
+                        f"({type(exc).__name__}: {' '.join(str(exc).split())})")
+    if problems:
+        pins = " ".join(f"{n}=={mine[n]}" for n in packages if mine[n] is not None)
+        raise VersionMismatchError(
+            "the Dask workers do not run this client's packages: " + " | ".join(problems)
+            + f". Install the client's versions on every worker (e.g. `pip install {pins}`; "
+            "see docs/deploy.md), or connect from an environment that matches them.")
+    try:
+        _VERIFIED[client] = frozenset(known | set(new))
+    except TypeError:
+        pass
+    return theirs
+
+
+def check_cluster_versions(client):
+    """:func:`check_worker_versions` for a fit's ``client=`` argument, before any output.
+
+    A ``Client`` (or the current one for None) is checked as is; an address is connected
+    to, checked and closed (the fit connects again); the synchronous path and the
+    ``LocalCluster`` a fit starts itself run this interpreter and are not checked.
+    """
+    if client is None:
+        from distributed import Client
+
+        try:
+            client = Client.current(allow_global=True)
+        except ValueError:
+            return
+    if isinstance(client, str):
+        if client.lower() in _SYNC_NAMES:
+            return
+        c = _connect(client, SCHEDULER_TIMEOUT)
+        try:
+            check_worker_versions(c)
+        finally:
+            c.close()
+        return
+    if hasattr(client, "run") and hasattr(client, "scheduler_info"):
+        check_worker_versions(client)
+
+
 def _connect(address, timeout):
     from distributed import Client
 
@@ -131,6 +284,7 @@ def cluster_executor(client=None, *, timeout=SCHEDULER_TIMEOUT, n_workers=2,
     if isinstance(client, str):
         c = _connect(client, timeout)
         try:
+            check_worker_versions(c)
             yield DistributedExecutor(c)
         finally:
             c.close()
@@ -142,6 +296,7 @@ def cluster_executor(client=None, *, timeout=SCHEDULER_TIMEOUT, n_workers=2,
             raise ParameterError(
                 f"client must be a distributed.Client, a scheduler address string, "
                 f"'synchronous' or None, got {type(client).__name__}.")
+        check_worker_versions(client)
         yield DistributedExecutor(client)
         return
     from distributed import Client
@@ -151,6 +306,7 @@ def cluster_executor(client=None, *, timeout=SCHEDULER_TIMEOUT, n_workers=2,
     except ValueError:
         current = None
     if current is not None:
+        check_worker_versions(current)
         yield DistributedExecutor(current)
         return
     if str(dask.config.get("scheduler", "")).lower() in _SYNC_NAMES:

@@ -20,7 +20,7 @@ import numpy as np
 from .._errors import ParameterError
 from .chain import run_chain
 from .checkpoint import Checkpointer, StoreSpec
-from .cluster import RECOVERABLE_ERRORS, cluster_executor
+from .cluster import RECOVERABLE_ERRORS, check_cluster_versions, cluster_executor
 from .dask_backend import DaskBackend, TileSource, plan_layout
 from .zarr_io import (
     FORMAT_VERSION,
@@ -237,6 +237,7 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
                        "chunks": None if chunks is None else list(chunks)},
             "format_version": FORMAT_VERSION}
 
+    check_cluster_versions(client)  # before an output is created or replaced
     group, existing = (None, False)
     if out is not None:
         group, existing = prepare_output(out, input_path=src.path if src.kind == "zarr" else None,

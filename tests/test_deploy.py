@@ -1,0 +1,157 @@
+"""A cluster the user brings is checked for the client's package versions (docs/deploy.md).
+
+No mock: the workers are real processes of a ``LocalCluster``. A worker with another
+dask_bid is one whose preload script sets ``dask_bid.__version__`` to another value, the
+way a worker that imports another checkout would report it; a worker without dask_bid is
+one whose preload makes ``import dask_bid`` fail.
+"""
+
+import hashlib
+import logging
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster, Nanny
+
+import dask_bid
+from dask_bid import BayesianID, VersionMismatchError
+from dask_bid.engine.cluster import (
+    CHECKED_PACKAGES,
+    check_cluster_versions,
+    check_worker_versions,
+    package_versions,
+)
+
+FAST = dict(n_iter=6, burn_in=2, thin=1, random_state=0)
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+OTHER = "0.0.0+other"
+
+
+@pytest.fixture(scope="module")
+def A():
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((40, 3)) @ rng.uniform(-1, 1, (3, 10))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        yield cluster, client
+
+
+@pytest.fixture(scope="module")
+def matching(cluster):
+    """The cluster with its one worker started like the client (used first: the tests of
+    the mismatched cluster add workers to it, which saves starting a second cluster)."""
+    return cluster[1]
+
+
+@pytest.fixture(scope="module")
+def mismatched(cluster, tmp_path_factory):
+    """Two more workers: one with another dask_bid, one without dask_bid."""
+    cluster, client = cluster
+    d = tmp_path_factory.mktemp("preload")
+    odd = d / "dask_bid_test_other_version.py"
+    odd.write_text(f"import dask_bid\ndask_bid.__version__ = {OTHER!r}\n")
+    bare = d / "dask_bid_test_not_importable.py"
+    bare.write_text("import sys\nsys.modules['dask_bid'] = None  # import dask_bid fails\n")
+    for name, script in (("odd", odd), ("bare", bare)):
+        cluster.worker_spec[name] = {"cls": Nanny, "options": {
+            "nthreads": 1, "preload": [str(script)], "silence_logs": logging.ERROR}}
+    cluster.sync(cluster._correct_state)
+    client.wait_for_workers(3, timeout=60)
+    names = {w["name"]: a for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
+    return cluster, client, names
+
+
+def _transitions(client):
+    return client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
+
+
+def _tree_digest(path):
+    h = hashlib.sha256()
+    for root, _, files in sorted(os.walk(path)):
+        for f in sorted(files):
+            p = os.path.join(root, f)
+            h.update(p.encode())
+            h.update(Path(p).read_bytes())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- a matching cluster
+def test_matching_workers_pass_and_a_fit_runs(matching, A):
+    here = package_versions()
+    assert set(here) == set(CHECKED_PACKAGES) and here["dask_bid"] == dask_bid.__version__
+    found = check_worker_versions(matching)
+    assert len(found) == 1 and list(found.values()) == [here]
+    assert check_worker_versions(matching) == {}  # checked once per worker and client
+    before = _transitions(matching)
+    est = BayesianID(3, **FAST).fit(A, client=matching)
+    assert est.components_.shape == (3, 10)
+    assert _transitions(matching) > before  # the fit did run on this cluster
+
+
+# --------------------------------------------------------------------------- a mismatched one
+def test_mismatch_is_refused_in_one_line_naming_package_and_versions(mismatched):
+    cluster, client, names = mismatched
+    with pytest.raises(VersionMismatchError) as info:
+        check_worker_versions(client)
+    msg = str(info.value)
+    assert "\n" not in msg
+    here = dask_bid.__version__
+    assert re.search(
+        rf"dask_bid {re.escape(here)} on this client, {re.escape(OTHER)} on "
+        rf"{re.escape(names['odd'])} \(1 of 3 workers\); not importable on "
+        rf"{re.escape(names['bare'])} \(1 of 3 workers\)", msg), msg
+    assert names[0] not in msg  # the matching worker is not named
+    assert f"pip install dask_bid=={here} numpy=={np.__version__}" in msg
+    head = msg.split(". Install")[0]
+    for name in CHECKED_PACKAGES[1:]:  # the others agree everywhere: not named
+        assert f"{name} " not in head
+
+
+@pytest.mark.parametrize("how", ["client", "address", "current"])
+def test_a_fit_is_refused_before_any_task_or_output(mismatched, A, tmp_path, how):
+    cluster, client, _ = mismatched
+    out = tmp_path / "fit.zarr"
+    before = _transitions(client)
+    if how == "current":
+        with client.as_current(), pytest.raises(VersionMismatchError, match="dask_bid"):
+            BayesianID(3, **FAST).fit(A, out=str(out))
+    else:
+        arg = client if how == "client" else cluster.scheduler_address
+        with pytest.raises(VersionMismatchError, match="dask_bid"):
+            BayesianID(3, **FAST).fit(A, client=arg, out=str(out))
+    assert not out.exists()
+    assert _transitions(client) == before  # no task reached the scheduler
+
+
+def test_an_existing_output_is_not_replaced_on_refusal(mismatched, A, tmp_path):
+    _, client, _ = mismatched
+    out = str(tmp_path / "fit.zarr")
+    BayesianID(3, **FAST).fit(A, client="synchronous", out=out)
+    digest = _tree_digest(out)
+    with pytest.raises(VersionMismatchError):
+        BayesianID(3, **FAST).fit(A, client=client, out=out, overwrite=True)
+    assert _tree_digest(out) == digest
+
+
+def test_check_cluster_versions_skips_what_runs_here(A):
+    # the synchronous path and no client at all (a fit then starts its own LocalCluster
+    # with this interpreter) have no foreign worker to check
+    assert check_cluster_versions("synchronous") is None
+    assert check_cluster_versions(None) is None
+
+
+def test_deploy_doc_and_error_row():
+    text = (DOCS / "deploy.md").read_text()
+    for needle in ("Client(\"tcp://", "SLURMCluster", "PBSCluster", "KubeCluster",
+                   "coiled.Cluster", "Gateway()", "VersionMismatchError"):
+        assert needle in text, needle
+    rows = [r for r in (DOCS / "errors.md").read_text().splitlines() if r.startswith("|")]
+    assert any("`VersionMismatchError`" in r and "on this client" in r for r in rows)
