@@ -128,7 +128,7 @@ def feature_names_out(est, input_features=None):
     return np.asarray(names, dtype=object)[est.columns_]
 
 
-def estimator_tags(*, allow_nan=False, non_deterministic=False):
+def estimator_tags(*, allow_nan=False):
     """The scikit-learn ``Tags`` of an unsupervised column-selecting transformer.
 
     Dense 2-D float input (no sparse, strings or categories), no target, fit required;
@@ -142,7 +142,6 @@ def estimator_tags(*, allow_nan=False, non_deterministic=False):
         transformer_tags=TransformerTags(preserves_dtype=["float64", "float32"]),
         input_tags=InputTags(two_d_array=True, sparse=False, allow_nan=allow_nan),
         requires_fit=True,
-        non_deterministic=non_deterministic,
     )
 
 
