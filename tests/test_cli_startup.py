@@ -116,4 +116,4 @@ def test_summary_labels_chain_time_and_wall_time(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "chain time" in out and "s sampling, summed over 2 chains" in out
     assert "wall time" in out
-    assert "of the swap proposals (each iteration proposes swapping one basis column" in out
+    assert "of the swap proposals (iterations whose proposed change of one basis column" in out

@@ -177,6 +177,14 @@ def short_list(values, limit=12) -> str:
     return f"[{head}, ... ({len(values)} in all)]"
 
 
+def sampler_label(params) -> str:
+    """The sampler of stored parameters: ``sampler`` if recorded, else the older
+    ``aggressive`` flag (aggressive / plain)."""
+    if params.get("sampler"):
+        return str(params["sampler"])
+    return "aggressive" if params.get("aggressive", True) else "plain"
+
+
 def fmt_g(x) -> str:
     """A number in 6 significant digits; "n/a" for None, anything else as stored."""
     if x is None:

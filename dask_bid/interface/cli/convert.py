@@ -74,7 +74,6 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     str
         ``dst``.
     """
-    import zarr
     from tqdm.auto import tqdm
 
     from ..._errors import OutputExistsError, StoreNotFoundError
@@ -128,8 +127,11 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
         raise InputShapeError(f"{src!r} has shape {shape}; a matrix with at least 1 row and "
                               "2 columns is needed.")
     chunks = tuple(chunks) if chunks is not None else default_chunks(shape, dtype.itemsize)
-    z = zarr.create_array(store=dst, shape=shape, chunks=chunks, dtype=dtype, overwrite=True,
-                          zarr_format=3)
+    from ...engine.zarr_io import create_matrix_array, mark_complete
+
+    # every chunk written, and marked incomplete until the last one is: a killed conversion
+    # never passes for a matrix of zeros
+    z = create_matrix_array(dst, shape, dtype, chunks)
     rows_per_write = chunks[0] * max(1, (64 * 2**20) // max(1, chunks[0] * shape[1] * 8))
     blocks = (iter_npy_blocks(arr, rows_per_write, dtype) if suffix == ".npy"
               else iter_text_blocks(src, layout, rows_per_write))
@@ -148,6 +150,7 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
         raise
     z.attrs[MISSING_ATTR] = {"fill": fill_missing, "n_filled": n_filled}
     z.attrs["dask_bid_converted_from"] = stamp
+    mark_complete(z)
     return dst
 
 

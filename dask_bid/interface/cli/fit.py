@@ -84,15 +84,16 @@ def _failed_fit_at(out) -> str | None:
 
 
 def _check_out_free(out, args):
-    """Fail before converting anything when OUT exists and neither flag allows it."""
-    if args.resume or args.overwrite or is_url(out):
-        return
-    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
-        from ..._errors import OutputExistsError
+    """Fail before converting anything when OUT may not be written: it exists and neither
+    flag allows it, or (even with --overwrite) it is not a dask_bid result or an empty
+    directory, or the input file / its converted store lies inside it (never deleted)."""
+    from ...engine.zarr_io import check_output
 
-        raise OutputExistsError(f"the output {out!r} already exists. Pass --overwrite to "
-                                "replace it, --resume to continue an interrupted fit there, "
-                                "or choose another --out.")
+    inputs = [args.input]
+    if not is_url(args.input) and file_suffix(args.input) in CONVERTIBLE_SUFFIXES:
+        inputs.append(converted_path(args.input, out))
+    check_output(out, inputs=inputs, overwrite=args.overwrite, resume=args.resume,
+                 flags={"overwrite": "--overwrite", "resume": "--resume", "out": "--out"})
 
 
 def _validate_early(src, k, params):

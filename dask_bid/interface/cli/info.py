@@ -8,7 +8,16 @@ import os
 
 import numpy as np
 
-from ._core import CLIError, file_suffix, fmt_g, human_bytes, is_url, print_lines, short_list
+from ._core import (
+    CLIError,
+    file_suffix,
+    fmt_g,
+    human_bytes,
+    is_url,
+    print_lines,
+    sampler_label,
+    short_list,
+)
 from .convert import (
     CONVERTIBLE_SUFFIXES,
     MISSING_ATTR,
@@ -86,6 +95,9 @@ def describe_path(path) -> dict:
                 "dtype": str(node.dtype), "chunks": list(node.chunks),
                 "n_chunks": int(node.nchunks), "size": int(node.nbytes),
                 "zarr_format": int(node.metadata.zarr_format)}
+        done = node.attrs.get("dask_bid_array")
+        if isinstance(done, dict) and done.get("complete") is False:
+            info["incomplete"] = True
         with contextlib.suppress(Exception):
             info["stored_size"] = int(node.nbytes_stored())
         with contextlib.suppress(Exception):
@@ -106,6 +118,10 @@ def describe_path(path) -> dict:
             "params": meta.get("params", {}), "input": meta.get("input"),
             "input_shape": meta.get("input_shape"), "summary": meta.get("summary", {}),
             "versions": meta.get("versions"), "error": meta.get("error")}
+    from ...engine.zarr_io import output_status
+
+    # "running" only while a live fit holds the output's lock, else interrupted or failed
+    info["status"], info["status_detail"] = output_status(spath, meta)
     src = meta.get("input") or {}
     if src.get("kind") == "zarr" and src.get("path") and not is_url(str(src["path"])):
         from .convert import converted_fill_count
@@ -126,6 +142,9 @@ def info_lines(info) -> list[str]:
         M, N = (info["shape"] + [None, None])[:2]
         lines.append(f"  shape      {' x '.join(map(str, info['shape']))}")
         lines.append(f"  dtype      {info['dtype']}")
+        if info.get("incomplete"):
+            lines.append("  status     INCOMPLETE: its writing was interrupted or failed; the "
+                         "unwritten chunks read as zeros (write it again)")
         if "chunks" in info:
             lines.append(f"  chunks     {' x '.join(map(str, info['chunks']))} "
                          f"({info['n_chunks']} chunks)")
@@ -173,6 +192,8 @@ def info_lines(info) -> list[str]:
             lines.append(f"  status     failed: {info.get('error') or 'no reason recorded'}  "
                          "(fix the cause and run the same dask-bid fit again: it replaces "
                          "a failed fit)")
+        elif status == "running":
+            lines.append(f"  status     running ({info.get('status_detail')})")
         else:
             lines.append(f"  status     {status}  (continue it: dask-bid fit ... --resume)")
         shape = info.get("input_shape") or [s.get("n_samples"), s.get("n_features")]
@@ -183,7 +204,7 @@ def info_lines(info) -> list[str]:
             lines.append(f"  filled     {info['input_filled']} NaN entries of the input "
                          "replaced by 0 (--fill-missing zero)")
         lines.append(f"  model      {str(p.get('model', '?')).upper()} "
-                     f"({'aggressive' if p.get('aggressive', True) else 'plain'}), "
+                     f"({sampler_label(p)} sampler), "
                      f"K = {p.get('n_components')}, bounds {p.get('bounds')}")
         lines.append(f"  sampling   {p.get('n_chains')} chain(s) x {p.get('n_iter')} iterations, "
                      f"burn-in {p.get('burn_in')}, thin {p.get('thin')}, init {p.get('init')}")
@@ -200,8 +221,8 @@ def info_lines(info) -> list[str]:
             lines.append(f"  time       {fmt_g(s.get('elapsed'))} s sampling, summed over the "
                          "chains")
         other = {k: v for k, v in p.items() if k not in (
-            "model", "aggressive", "n_components", "bounds", "n_chains", "n_iter", "burn_in",
-            "thin", "init", "versions", "entropy")}
+            "model", "aggressive", "sampler", "n_components", "bounds", "n_chains", "n_iter",
+            "burn_in", "thin", "init", "versions", "entropy")}
         if other:
             lines.append("  params     " + ", ".join(f"{k}={v}" for k, v in sorted(other.items())))
     return lines

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._core import fmt_g, short_list
+from ._core import fmt_g, sampler_label, short_list
 
 __all__ = ["result_lines", "accepted_line", "chain_time_line"]
 
 
 def accepted_line(share) -> str:
     """The share of accepted swaps, and what it means."""
-    return (f"accepted     {share:.1%} of the swap proposals (each iteration proposes "
-            "swapping one basis column for another; Barker's rule accepts it with the "
-            "proposal's posterior weight, so a low share means the basis has settled)")
+    return (f"accepted     {share:.1%} of the swap proposals (iterations whose proposed "
+            "change of one basis column was taken; a low share means the basis has "
+            "settled, or that a chain is stuck: compare chains)")
 
 
 def chain_time_line(seconds, n_chains) -> str:
@@ -32,7 +32,7 @@ def result_lines(res, *, planted=None) -> list[str]:
     off = float(np.abs(res.components[:, rest]).max()) if rest.size else None
     lines = [
         f"model        {str(p.get('model', '?')).upper()} "
-        f"({'aggressive' if p.get('aggressive', True) else 'plain'}), K = {K}, "
+        f"({sampler_label(p)} sampler), K = {K}, "
         f"A is {res.n_samples} x {res.n_features}",
         f"chains       {n_chains} x {n_iter} iterations (burn-in {p.get('burn_in')}, "
         f"thin {p.get('thin')}), {res.draws_sigma2.size} retained draws, "
