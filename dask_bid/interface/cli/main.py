@@ -102,7 +102,13 @@ def main(argv=None) -> int:
         print(f"{PROG}: error: permission denied on {where}: check its permissions (and "
               "its folder's), or choose another path.", file=sys.stderr)
         return 2
-    except (OSError, ValueError, ImportError) as exc:
+    except ImportError as exc:
+        # an optional extra: our messages say which one to install
+        if debug:
+            raise
+        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
         # from a library: the message is usually enough, the traceback goes to a log
         if debug:
             raise
