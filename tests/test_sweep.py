@@ -1,8 +1,8 @@
 """The W sweep kernel against a plain numpy sweep driven by the same random numbers.
 
 The kernel forms r_k = (G w)_k lazily, as (G W_old)_kn plus a sum over the column's
-entries already redrawn, and gets <W, G W> from one product after the sweep. The
-reference below does neither: before each entry it takes r_k = G[k] @ w with the
+entries already redrawn, and accumulates <W, G W> from the changes d = w_new - w_old.
+The reference below does neither: before each entry it takes r_k = G[k] @ w with the
 column as it stands (the quantity the old axpy updates kept current), computes the
 conditional with the same formula and draws with ``sample_gtn`` from the same
 Generator, in the same order. ``sample_gtn`` and the kernel's inlined ``gtn_draw``
@@ -14,8 +14,10 @@ Planted bugs tried in ``_sweep`` (dask_bid/kernels/sweep.py), each of which made
 ``test_sweep_matches_plain_reference`` and ``test_icm_sweep_matches_plain_reference``
 fail by far more than the tolerance: storing ``dk[l] = 0.0`` instead of
 ``new - old`` (r_k from w_old for the entries j < k already redrawn), and summing
-over ``j < k - 1`` (the last redrawn entry left out). ``test_reference_has_power``
-keeps the first of these checked: the reference with w_old for j < k must disagree.
+over ``j < k - 1`` (the last redrawn entry left out); and, for <W, G W>, ``2 R_k``
+in place of ``2 r_k`` in its update (the <W, G W> check of all four
+``test_sweep_matches_plain_reference`` cases failed). ``test_reference_has_power`` keeps
+the first of these checked: the reference with w_old for j < k must disagree.
 """
 
 import numpy as np

@@ -9,7 +9,8 @@ entry k is drawn,
     r_k = (G W_old)_kn + sum_{j < k} G_kj (w_new,jn - w_old,jn),
 
 from one BLAS product G W_old before the sweep: K^2 / 2 multiply-adds per
-column and no pass over A.
+column and no pass over A. <W, G W> after the sweep follows from the same
+quantities with O(1) work per entry (see ``_sweep``).
 """
 
 from __future__ import annotations
@@ -58,9 +59,14 @@ def _sweep(gen, G, H, W, R, Mu, Tau, hier, mu0, tau0, inv_s2, a, b, mode):
     # columns; within a tile entry k of every column is drawn before entry k + 1, so each
     # column sees its own entries j < k already redrawn, as in a column-by-column sweep.
     # D[j, l] = w_new - w_old of entry j of the tile's column l; acc[l] = r_k of column l.
+    # With d = w_new - w_old and s_k = sum_{j<k} G_kj d_j (so r_k = R_k + s_k),
+    # w_new^T G w_new = w_old^T G w_old + 2 d^T G w_old + d^T G d
+    #                 = sum_k [w_old,k R_k + d_k (2 r_k + G_kk d_k)],
+    # accumulated per entry: no second K^2 product for <W, G W>.
     K, nb = W.shape
     D = np.zeros((K, _TILE))
     acc = np.zeros(_TILE)
+    wgw = 0.0
     for n0 in range(0, nb, _TILE):
         L = min(_TILE, nb - n0)
         if L < _TILE:
@@ -106,8 +112,11 @@ def _sweep(gen, G, H, W, R, Mu, Tau, hier, mu0, tau0, inv_s2, a, b, mode):
                     new = min(max(mt, a), b)
                 else:
                     new = gtn_draw(gen, mt, tt, a, b)
-                dk[l] = new - old
+                d = new - old
+                dk[l] = d
                 wk[n] = new
+                wgw += old * rk[n] + d * (2.0 * acc[l] + gkk * d)
+    return wgw
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
@@ -201,13 +210,12 @@ def sweep_block(gen, G, H, W, sigma2, priors, Mu=None, Tau=None, mode=False, Gn=
     G = np.ascontiguousarray(G, dtype=np.float64)
     H = np.ascontiguousarray(H, dtype=np.float64)
     Wc = np.ascontiguousarray(W, dtype=np.float64)  # W itself when it is C-contiguous
-    _sweep(gen, G, H, Wc, G @ Wc,
-           np.ascontiguousarray(Mu) if hier else dummy,
-           np.ascontiguousarray(Tau) if hier else dummy, hier, *args)
+    wgw = _sweep(gen, G, H, Wc, G @ Wc,
+                 np.ascontiguousarray(Mu) if hier else dummy,
+                 np.ascontiguousarray(Tau) if hier else dummy, hier, *args)
     if Wc is not W:
         W[...] = Wc
-    # <W, G W> from one BLAS product after the sweep, not carried through the kernel
-    return float(np.vdot(H, Wc)), float(np.vdot(Wc, G @ Wc))
+    return float(np.vdot(H, Wc)), float(wgw)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
