@@ -222,6 +222,23 @@ def test_nan_in_zarr_input_does_not_block_the_retry(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- tracebacks
 
+def test_no_worker_traceback_on_a_local_cluster(tmp_path):
+    """A task that fails on a worker process (NaN found in a tile) is reported once, as
+    the command's line: the workers of the CLI's local cluster log nothing."""
+    from test_cli import run_cli
+
+    A, _ = _planted()
+    A[5, 3] = np.nan
+    z = zarr.create_array(str(tmp_path / "in.zarr"), shape=A.shape, chunks=(20, 10),
+                          dtype="f8")
+    z[...] = A
+    r = run_cli("fit", tmp_path / "in.zarr", "--k", "2", "--out", tmp_path / "o.zarr",
+                "--n-iter", "10", "--burn-in", "2", "--scheduler", "local", "-q")
+    assert r.returncode == 2
+    assert "Compute Failed" not in r.stderr
+    assert_one_line_error(r.stderr, "NaN", "--fill-missing zero")
+
+
 def test_debug_shows_the_traceback(tmp_path):
     from dask_bid import StoreNotFoundError
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -127,7 +128,7 @@ def _nan_message(exc, src) -> str:
 def run(args):
     from ..._errors import NonFiniteInputError
     from ..functional import bayesian_id
-    from .runtime import choose_scheduler, compile_kernels
+    from .runtime import choose_scheduler, compile_kernels, local_cluster
 
     out = args.out
     overwrite = args.overwrite
@@ -167,8 +168,10 @@ def run(args):
                 f"{os.environ.get('NUMBA_CACHE_DIR', 'numba cache')})", quiet=args.quiet)
     t0 = time.perf_counter()
     full = _full_params(params)
+    cluster = local_cluster() if client is None else contextlib.nullcontext(client)
     try:
-        with ChainProgress(full["n_chains"] * full["n_iter"], disable=args.quiet) as bar, \
+        with cluster as client, \
+                ChainProgress(full["n_chains"] * full["n_iter"], disable=args.quiet) as bar, \
                 InterruptLatch() as latch:
             def callback(state):
                 latch.check()

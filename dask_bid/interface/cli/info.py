@@ -10,6 +10,7 @@ import numpy as np
 
 from ._core import (
     CLIError,
+    cli_words,
     file_suffix,
     fmt_g,
     human_bytes,
@@ -189,11 +190,12 @@ def info_lines(info) -> list[str]:
         if status == "complete":
             lines.append(f"  status     {status}")
         elif status == "failed":
-            lines.append(f"  status     failed: {info.get('error') or 'no reason recorded'}  "
+            reason = cli_words(str(info.get("error") or "no reason recorded").split(". ")[0])
+            lines.append(f"  status     failed: {reason}  "
                          "(fix the cause and run the same dask-bid fit again: it replaces "
                          "a failed fit)")
         elif status == "running":
-            lines.append(f"  status     running ({info.get('status_detail')})")
+            lines.append(f"  status     running  ({info.get('status_detail')})")
         else:
             lines.append(f"  status     {status}  (continue it: dask-bid fit ... --resume)")
         shape = info.get("input_shape") or [s.get("n_samples"), s.get("n_features")]

@@ -9,6 +9,8 @@ bar, so that the bar's rate and ETA measure sampling.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import time
 import warnings
@@ -17,7 +19,8 @@ import numpy as np
 
 from ._core import human_bytes
 
-__all__ = ["IN_PROCESS_MAX_BYTES", "choose_scheduler", "compile_kernels", "memory_bytes"]
+__all__ = ["IN_PROCESS_MAX_BYTES", "choose_scheduler", "compile_kernels", "memory_bytes",
+           "local_cluster"]
 
 #: The largest input run in this process when no scheduler is named: 1 GiB, or an eighth
 #: of this machine's memory if that is less.
@@ -59,6 +62,22 @@ def choose_scheduler(requested, shape, itemsize=8):
     if requested.lower() in _SYNC:
         return "synchronous", "in this process (--scheduler synchronous)"
     return requested, f"the Dask scheduler at {requested}"
+
+
+@contextlib.contextmanager
+def local_cluster(n_workers=2):
+    """A local Dask cluster for one command, and its client.
+
+    Started here rather than by the engine so that its workers stay silent: a task that
+    fails (NaN found in a tile, ...) is reported once, as the command's one-line error,
+    not also as a worker's ``Compute Failed`` log with a traceback.
+    """
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        yield client
 
 
 #: sampler parameters the warm-up fit copies (the rest is made small)
