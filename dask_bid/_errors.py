@@ -19,6 +19,11 @@ __all__ = [
     "SchedulerUnreachableError",
     "NotFittedError",
     "VersionMismatchError",
+    "InputChangedError",
+    "IncompleteStoreError",
+    "CheckpointError",
+    "OutputLockedError",
+    "FitFailedError",
 ]
 
 
@@ -68,6 +73,26 @@ class SchedulerUnreachableError(DaskBidError, ConnectionError):
 
 class NotFittedError(DaskBidError, AttributeError):
     """The estimator was used before ``fit``."""
+
+
+class InputChangedError(DaskBidError, ValueError):
+    """``resume=True`` with an input other than the one the stored fit started on."""
+
+
+class IncompleteStoreError(DaskBidError, ValueError):
+    """A Zarr input has chunks missing, or was left behind by a write that did not finish."""
+
+
+class CheckpointError(CorruptStoreError):
+    """A checkpoint cannot be read back (damaged, incomplete, or of an unsupported format)."""
+
+
+class OutputLockedError(DaskBidError, BlockingIOError):
+    """Another fit holds the lock of the output location."""
+
+
+class FitFailedError(DaskBidError, ArithmeticError):
+    """The fit could not give a finite result (the output is marked failed)."""
 
 
 class VersionMismatchError(DaskBidError, RuntimeError):

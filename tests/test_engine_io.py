@@ -150,8 +150,14 @@ def test_output_location_errors(store, tmp_path):
     with pytest.raises(OutputExistsError, match="overwrite=True"):
         bayesian_id(path, K, client="synchronous", out=str(out), **KW)
     assert (out / "something").read_text() == "x"
+    # overwrite replaces only a dask_bid result or an empty directory (issue 11, item 1)
+    with pytest.raises(OutputExistsError, match="not a dask_bid result"):
+        bayesian_id(path, K, client="synchronous", out=str(out), overwrite=True, **KW)
+    assert (out / "something").read_text() == "x"
+    (out / "something").unlink()
     res = bayesian_id(path, K, client="synchronous", out=str(out), overwrite=True, **KW)
-    assert not (out / "something").exists()
+    assert read_result(str(out)).columns.tolist() == res.columns.tolist()
+    res = bayesian_id(path, K, client="synchronous", out=str(out), overwrite=True, **KW)
     assert read_result(str(out)).columns.tolist() == res.columns.tolist()
     f = tmp_path / "file"
     f.write_text("x")

@@ -2,29 +2,38 @@
 
 A checkpoint of chain ``c`` at iteration ``t`` is the subgroup
 ``checkpoint/c{c}-it{t:08d}`` of the output group (or of a temporary group when the fit has
-no ``out``), holding one ``uint8`` array per block (``block_00000`` ...), written by the worker
-that holds the block, and ``client`` (the pickled ``ClientState`` with ``norm_a2`` and
-``n_obs``), written last by the client. ``client.attrs["complete"]`` marks a checkpoint whose
-every part is on disk, so a process killed while writing one leaves the previous one usable.
-The two most recent complete checkpoints of each chain are kept.
+no ``out``), holding one state group per block (``block_00000`` ...), written by the worker
+that holds the block, and ``client`` (the ``ClientState`` with ``norm_a2`` and ``n_obs``),
+written last by the client. ``client.attrs["complete"]`` marks a checkpoint whose every part
+is on disk, so a process killed while writing one leaves the previous one usable. The two
+most recent complete checkpoints of each chain are kept.
 
-The blobs are Python pickles of the in-memory objects: restoring gives the very same floats
-and so, the random streams being counter based, the very same continuation. They are an
-internal format tied to the dask_bid version recorded in the output attributes; load only
-checkpoints you wrote.
+Every state is stored by :mod:`dask_bid.engine.serialize`: Zarr arrays of numbers and JSON
+attributes with digests, versioned; nothing is ever unpickled, so resuming an output
+written by someone else cannot run their code. Restoring gives the very same floats and so,
+the random streams being counter based, the very same continuation. A checkpoint that
+cannot be read back (damaged file, digest mismatch, older pickled format) is skipped with a
+warning, and the newest valid one is used instead.
 """
 
 from __future__ import annotations
 
-import pickle
+import logging
 import re
+import warnings
 
-import numpy as np
+from .._errors import CheckpointError
+from .serialize import load_state, save_state
 
-__all__ = ["StoreSpec", "Checkpointer", "save_blob", "load_blob", "checkpoint_name"]
+__all__ = ["StoreSpec", "Checkpointer", "save_blob", "load_blob", "checkpoint_name",
+           "CheckpointFallbackWarning"]
 
-_BLOB_CHUNK = 64 * 2**20
 _NAME = re.compile(r"^c(\d+)-it(\d+)$")
+log = logging.getLogger("dask_bid.engine")
+
+
+class CheckpointFallbackWarning(RuntimeWarning):
+    """A checkpoint could not be read back; an older one (or a fresh start) is used."""
 
 
 class StoreSpec:
@@ -48,21 +57,31 @@ def checkpoint_name(chain: int, iteration: int) -> str:
 
 
 def save_blob(spec: StoreSpec, path: str, obj) -> int:
-    """Pickle ``obj`` into the uint8 array ``path`` of the group; returns its size."""
-    blob = pickle.dumps(obj, protocol=5)
-    data = np.frombuffer(blob, dtype=np.uint8)
+    """Write ``obj`` (a chain or block state) as the state group ``path``; returns its bytes."""
+    parent, _, name = path.rpartition("/")
     g = spec.group()
-    n = max(1, data.size)
-    arr = g.create_array(path, shape=(data.size,), dtype=np.uint8,
-                         chunks=(min(n, _BLOB_CHUNK),), compressors=None, overwrite=True)
-    if data.size:
-        arr[:] = data
-    return int(data.size)
+    return save_state(g[parent] if parent else g, name, obj)
 
 
 def load_blob(spec: StoreSpec, path: str):
-    g = spec.group(mode="r")
-    return pickle.loads(np.asarray(g[path][...]).tobytes())
+    """Read back what :func:`save_blob` wrote (raises :class:`~dask_bid.CheckpointError`)."""
+    try:
+        g = spec.group(mode="r")
+    except Exception as exc:
+        raise CheckpointError(f"cannot open the checkpoint store {spec.root!r} "
+                              f"({type(exc).__name__}: {exc})") from exc
+    parent, _, name = path.rpartition("/")
+    try:
+        node = g[parent] if parent else g
+    except Exception as exc:
+        raise CheckpointError(f"no checkpoint at {path!r}") from exc
+    return load_state(node, name)
+
+
+def warn_fallback(message: str):
+    """Say that a checkpoint was skipped (a warning and the engine's log)."""
+    log.warning("%s", message)
+    warnings.warn(message, CheckpointFallbackWarning, stacklevel=3)
 
 
 class Checkpointer:
@@ -72,7 +91,8 @@ class Checkpointer:
         self.spec = spec
         self.keep = keep
         g = spec.group()
-        g.require_group("checkpoint")
+        if "checkpoint" not in g:
+            g.require_group("checkpoint")
 
     def _list(self, chain):
         g = self.spec.group(mode="r")
@@ -95,7 +115,12 @@ class Checkpointer:
     def save(self, backend, state, chain, norm_a2, n_obs):
         """Write a checkpoint of ``state`` and the backend's blocks; returns its name."""
         name = checkpoint_name(chain, state.iteration)
-        self.spec.group().require_group(f"checkpoint/{name}")
+        g = self.spec.group()
+        if f"checkpoint/{name}" in g:
+            # left by an earlier run (a chain restarted from its start): replaced whole, so
+            # that no part of it passes for part of this one
+            del g[f"checkpoint/{name}"]
+        g.require_group(f"checkpoint/{name}")
         backend.save_blocks(self.spec, f"checkpoint/{name}")
         payload = {"state": state, "norm_a2": norm_a2, "n_obs": n_obs,
                    "n_blocks": len(backend.blocks), "chain": chain}
@@ -114,12 +139,32 @@ class Checkpointer:
             if n not in keep and (not complete or n < complete[-1]):
                 del g[f"checkpoint/{n}"]
 
-    def latest(self, chain):
-        """``(name, payload)`` of the most recent complete checkpoint of ``chain``, or None."""
+    def candidates(self, chain):
+        """``(name, payload)`` of the complete checkpoints of ``chain``, newest first.
+
+        A checkpoint whose client state cannot be read back is skipped with a
+        :class:`CheckpointFallbackWarning` naming it and the reason.
+        """
         for _, name in reversed(self._list(chain)):
-            if self._complete(name):
-                return name, load_blob(self.spec, f"checkpoint/{name}/client")
-        return None
+            if not self._complete(name):
+                continue
+            try:
+                payload = load_blob(self.spec, f"checkpoint/{name}/client")
+                if not isinstance(payload, dict) or "state" not in payload:
+                    raise CheckpointError("its client state is not a chain checkpoint")
+            except CheckpointError as exc:
+                warn_fallback(f"checkpoint {name} of {self.spec.root!r} cannot be read back "
+                              f"({exc}); trying an older one")
+                continue
+            yield name, payload
+
+    def has_any(self, chain) -> bool:
+        """Whether ``chain`` has any checkpoint on disk (readable or not)."""
+        return bool(self._list(chain))
+
+    def latest(self, chain):
+        """``(name, payload)`` of the newest readable complete checkpoint, or None."""
+        return next(iter(self.candidates(chain)), None)
 
     def remove_all(self):
         g = self.spec.group()

@@ -50,7 +50,9 @@ from ..kernels.block import (
     block_traces,
 )
 from .checkpoint import load_blob, save_blob
+from .fingerprint import combine_digests, tile_digest
 from .memory import column_blocks
+from .scaling import ScaledReader
 
 __all__ = ["Layout", "plan_layout", "TileSource", "ZarrTile", "DaskBackend", "TILE_BYTES",
            "FAN_IN"]
@@ -213,10 +215,12 @@ class TileSource:
     so a lost worker's tiles are recomputed).
     """
 
-    def __init__(self, src, layout: Layout, executor):
+    def __init__(self, src, layout: Layout, executor, scale_log2=0):
         import dask.array as da
 
         self.layout = layout
+        # A / 2^scale_log2 is what every task reads (see engine/scaling.py); 0: A itself
+        self.scale_log2 = int(scale_log2)
         self.kind = "zarr" if src.kind == "zarr" else "dask"
         self.array = None
         self.tiles = None
@@ -224,14 +228,21 @@ class TileSource:
         if src.kind == "zarr":
             # the guarded reader (when inputs provides one) names the store in read errors
             self.reader = src.reader() if hasattr(src, "reader") else src.array
+            if self.scale_log2:
+                self.reader = ScaledReader(self.reader, self.scale_log2)
             return
         chunks = layout.tile_chunks
         if src.kind == "dask":
             x = src.array
             if x.chunks != chunks:
                 x = x.rechunk(chunks)
+            if self.scale_log2:
+                x = np.ldexp(x.astype(np.float64), -self.scale_log2)
         else:
-            x = da.from_array(src.array, chunks=chunks, name=f"bid-A-{uuid.uuid4().hex[:12]}")
+            a = src.array
+            if self.scale_log2:
+                a = np.ldexp(np.asarray(a, dtype=np.float64), -self.scale_log2)
+            x = da.from_array(a, chunks=chunks, name=f"bid-A-{uuid.uuid4().hex[:12]}")
             x = executor.persist(x)
         self.array = x
         self.tiles = x.to_delayed()
@@ -288,10 +299,14 @@ def _realign(x):
     return x
 
 
-def _f64(x):
+def _read(x):
     if isinstance(x, ZarrTile):
         x = x.reader[x.r0:x.r1, x.c0:x.c1]
-    return _realign(np.asarray(x, dtype=np.float64))
+    return x
+
+
+def _f64(x):
+    return _realign(np.asarray(_read(x), dtype=np.float64))
 
 
 def _take_zarr(reader, r0, r1, cols):
@@ -328,13 +343,22 @@ def _rows_part(tile, Au, u_local, segs):
     return _products(t, Au, segs)
 
 
-def _init_part(tile, Au, u_local, segs):
-    t = _f64(tile)
+def _init_part(tile, Au, u_local, segs, where=None):
+    """Partial H (and candidate rows), squared column norms, the count of non-finite
+    entries and max|A| of one tile; with ``where = (r, g)`` also the digest of the bytes
+    read (the input's checksum, engine/fingerprint.py)."""
+    raw = _read(tile)
+    digests = [] if where is None else [(where[0], where[1], tile_digest(raw))]
+    t = _realign(np.asarray(raw, dtype=np.float64))
     Au = t[:, u_local] if Au is None else _realign(Au)
-    P = _products(t, Au, segs)
-    sq = np.concatenate([np.einsum("ij,ij->j", t[:, lo:hi], t[:, lo:hi]) for lo, hi in segs])
+    # an input that needs rescaling overflows here; the pass is then run again on A / s
+    with np.errstate(over="ignore", invalid="ignore"):
+        P = _products(t, Au, segs)
+        sq = np.concatenate([np.einsum("ij,ij->j", t[:, lo:hi], t[:, lo:hi])
+                             for lo, hi in segs])
     bad = int(t.size - np.count_nonzero(np.isfinite(t)))
-    return P, sq, bad
+    amax = float(max(t.max(), -t.min())) if t.size and not bad else 0.0
+    return P, sq, bad, amax, digests
 
 
 def _sum_arrays(parts):
@@ -347,12 +371,15 @@ def _sum_arrays(parts):
 def _sum_init(parts):
     P = parts[0][0].copy()
     sq = parts[0][1].copy()
-    bad = parts[0][2]
-    for p in parts[1:]:
-        P += p[0]
-        sq += p[1]
-        bad += p[2]
-    return P, sq, bad
+    bad, amax, digests = parts[0][2], parts[0][3], list(parts[0][4])
+    with np.errstate(over="ignore", invalid="ignore"):
+        for p in parts[1:]:
+            P += p[0]
+            sq += p[1]
+            bad += p[2]
+            amax = max(amax, p[3])
+            digests += p[4]
+    return P, sq, bad, amax, digests
 
 
 def _sum_floats(parts):
@@ -363,7 +390,18 @@ def _sum_floats(parts):
 
 
 def _count_bad(totals):
-    return int(sum(t[2] for t in totals))
+    """(non-finite entries, max|A|, checksum or None) of the first pass."""
+    digests = [d for t in totals for d in t[4]]
+    return (int(sum(t[2] for t in totals)), float(max(t[3] for t in totals)),
+            combine_digests(digests) if digests else None)
+
+
+def _digest_tile(tile, r, g):
+    return (r, g, tile_digest(_read(tile)))
+
+
+def _combine(items):
+    return combine_digests(items)
 
 
 def _assemble_rows(*pieces):
@@ -444,6 +482,10 @@ def _load_block(spec, path):
     return load_blob(spec, path)
 
 
+def _loaded(held):
+    return isinstance(_state(held), BlockState)
+
+
 def _tree(parts, combine):
     import dask
 
@@ -480,6 +522,15 @@ class DaskBackend:
         self._hints = [None] * len(self.blocks)
         self._owner_starts = np.array([a for a, _ in self.blocks])
         self.n_stream_passes = 0
+        #: the first pass also hashes what it reads (set by the fit when it records the
+        #: input's fingerprint); afterwards ``checksum`` holds the result
+        self.want_checksum = False
+        self.checksum = None
+        #: max|A| (of what the tasks read) seen by the last init pass
+        self.amax = None
+        #: ``on_first_pass(backend)``: called after the first init pass (checks on the
+        #: input's checksum and range), before its blocks are used
+        self.on_first_pass = None
 
     # -- plumbing -----------------------------------------------------------
     def _key(self, what, b=""):
@@ -508,7 +559,7 @@ class DaskBackend:
             return [None] * len(self.layout.row_tiles)
         return [self.source.take(r, cols) for r in range(len(self.layout.row_tiles))]
 
-    def _group_totals(self, part_fn, combine, cols):
+    def _group_totals(self, part_fn, combine, cols, hashed=False):
         import dask
 
         lay = self.layout
@@ -518,7 +569,8 @@ class DaskBackend:
         totals = []
         for g in range(len(lay.groups)):
             segs = lay.segments(g)
-            parts = [part(self.source.tile(r, g), gathers[r], u_local, segs)
+            parts = [part(self.source.tile(r, g), gathers[r], u_local, segs,
+                          *(((r, g),) if hashed else ()))
                      for r in range(len(lay.row_tiles))]
             totals.append(_tree(parts, combine))
         self.n_stream_passes += 1
@@ -541,7 +593,8 @@ class DaskBackend:
 
         J = [int(j) for j in J]
         extra = tuple(int(c) for c in extra)
-        totals = self._group_totals(_init_part, _sum_init, J + list(extra))
+        hashed = self.want_checksum
+        totals = self._group_totals(_init_part, _sum_init, J + list(extra), hashed=hashed)
         bad = dask.delayed(_count_bad, pure=True)(totals)
         handles = self.ex.compute(self._per_block(totals, _assemble_init) + [bad])
         assembled, bad = handles[:-1], handles[-1]
@@ -554,12 +607,17 @@ class DaskBackend:
             for b, (a, e) in enumerate(self.blocks)]
         stats = self.ex.gather([self.ex.submit(_init_stats, h, key=self._key("sq", b))
                                 for b, h in enumerate(assembled)] + [bad])
-        n_bad = stats[-1]
+        n_bad, self.amax, checksum = stats[-1]
         if n_bad:
             raise NonFiniteInputError(
                 f"A contains {n_bad} NaN or infinite entries. Fill them (e.g. with 0, as the "
                 "paper does for missing values), or pass missing='mask' to treat NaN as "
                 "missing.")
+        if hashed:
+            self.checksum, self.want_checksum = checksum, False
+        if self.on_first_pass is not None:
+            hook, self.on_first_pass = self.on_first_pass, None
+            hook(self)
         self.norm_a2 = float(sum(stats[:-1]))
         self.n_obs = self.n_entries
         return self.norm_a2, self.n_obs
@@ -666,6 +724,21 @@ class DaskBackend:
         total = _tree([p for _, _, p in parts], _sum_floats)
         return float(self.ex.gather(self.ex.compute([total]))[0])
 
+    def checksum_pass(self):
+        """The input's checksum (engine/fingerprint.py) from a read of every tile.
+
+        Only a resumed fit needs it on its own: a fresh fit hashes during its first pass.
+        """
+        import dask
+
+        lay = self.layout
+        f = dask.delayed(_digest_tile, pure=True)
+        parts = [f(self.source.tile(r, g), r, g)
+                 for r in range(len(lay.row_tiles)) for g in range(len(lay.groups))]
+        total = dask.delayed(_combine, pure=True)(parts)
+        self.n_stream_passes += 1
+        return self.ex.gather(self.ex.compute([total]))[0]
+
     def write_columns(self, columns, target):
         """Stream A[:, columns] into the (M x K) array ``target``, one task per row tile."""
         import dask
@@ -685,9 +758,16 @@ class DaskBackend:
               for b, h in enumerate(self._held)]
         return sum(self.ex.gather(hs))
 
-    def load_blocks(self, spec, prefix, norm_a2=None, n_obs=None):
+    def check_blocks(self):
+        """Wait until every block state is loaded; raises what a failed load raised
+        (:class:`~dask_bid.CheckpointError` for a checkpoint that cannot be read back)."""
+        self._n += 1
+        return all(self.ex.gather([self.ex.submit(_loaded, h, key=self._key("ok", b))
+                                   for b, h in enumerate(self._held)]))
+
+    def load_blocks(self, spec, prefix, norm_a2=None, n_obs=None, force=False):
         """Replace every block state by a task loading it from ``prefix`` (cuts lineage)."""
-        if self.ex.is_distributed or self._held is None:
+        if self.ex.is_distributed or self._held is None or force:
             self._refresh_hints()
             self._n += 1
             self._held = [self.ex.submit(_load_block, spec, f"{prefix}/block_{b:05d}",

@@ -17,16 +17,32 @@ import tempfile
 
 import numpy as np
 
-from .._errors import ParameterError
+from .._errors import CheckpointError, DaskBidError, ParameterError
 from .chain import run_chain
-from .checkpoint import Checkpointer, StoreSpec
+from .checkpoint import Checkpointer, StoreSpec, warn_fallback
 from .cluster import RECOVERABLE_ERRORS, check_cluster_versions, cluster_executor
 from .dask_backend import DaskBackend, TileSource, plan_layout
+from .fingerprint import compare_checksum, compare_metadata, metadata_fingerprint
+from .inputs import check_chunks
+from .lock import OutputLock
+from .scaling import (
+    NeedsRescale,
+    check_finite_result,
+    check_range,
+    min_nonzero_abs,
+    needs_rescale,
+    scale_array,
+    scale_exponent,
+    scale_params,
+    unscale_result,
+)
 from .zarr_io import (
     FORMAT_VERSION,
+    check_output_location,
     default_chunks,
     jsonable,
     local_path,
+    mark_failed,
     prepare_output,
     write_result,
 )
@@ -37,7 +53,8 @@ log = logging.getLogger("dask_bid.engine")
 
 #: Engine keyword arguments of ``bayesian_id`` / ``BayesianID.fit`` and their defaults.
 ENGINE_DEFAULTS = dict(client=None, out=None, overwrite=False, resume=False,
-                       checkpoint_every=25, chunks=None, storage_options=None, callback=None)
+                       checkpoint_every=25, chunks=None, storage_options=None, callback=None,
+                       allow_missing_chunks=False)
 
 #: Worker losses a chain survives before the error is raised.
 MAX_RECOVERIES = 5
@@ -131,14 +148,31 @@ class _ChainRunner:
             self.callback(state)
 
     def restore(self):
-        found = self.ckpt.latest(self.chain)
-        if found is None:
-            return None
-        name, payload = found
-        self.saved_at = payload["state"].iteration
-        self.be.load_blocks(self.ckpt.spec, f"checkpoint/{name}", payload["norm_a2"],
-                            payload["n_obs"])
-        return payload["state"]
+        """The newest checkpoint whose every part reads back, or None (start afresh).
+
+        A damaged one is skipped with a warning (``CheckpointFallbackWarning``); the
+        chain being deterministic, an older checkpoint (or the start) gives the same
+        result, only later.
+        """
+        skipped = False
+        for name, payload in self.ckpt.candidates(self.chain):
+            try:
+                self.be.load_blocks(self.ckpt.spec, f"checkpoint/{name}", payload["norm_a2"],
+                                    payload["n_obs"], force=True)
+                self.be.check_blocks()
+            except CheckpointError as exc:
+                skipped = True
+                warn_fallback(f"checkpoint {name} of {self.ckpt.spec.root!r} cannot be read "
+                              f"back ({exc}); trying an older one")
+                continue
+            self.saved_at = payload["state"].iteration
+            return payload["state"]
+        if skipped or self.ckpt.has_any(self.chain):
+            warn_fallback(f"no readable checkpoint of chain {self.chain} in "
+                          f"{self.ckpt.spec.root!r}: the chain starts again from its first "
+                          "iteration (it gives the same result)")
+        self.be._held = None
+        return None
 
     def run(self, state=None, J0=None):
         while True:
@@ -178,7 +212,7 @@ def _run_chains(ex, ckpt, runners, starts):
 
 def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
              checkpoint_every=25, chunks=None, storage_options=None, callback=None,
-             initial_columns=None):
+             initial_columns=None, allow_missing_chunks=False):
     """Run the Bayesian ID sampler on the Dask engine.
 
     Parameters
@@ -191,12 +225,18 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         See :func:`dask_bid.engine.cluster.cluster_executor`.
     out : str or PathLike, optional
         Output Zarr group (local directory or fsspec URL). Without it nothing is written
-        (checkpoints go to a temporary directory removed at the end).
+        (checkpoints go to a temporary directory removed at the end). A local output is
+        locked while the fit runs (:mod:`dask_bid.engine.lock`): a second fit writing it
+        is refused.
     overwrite : bool
-        Replace an existing ``out``.
+        Replace an existing ``out``, if it is a dask_bid result (or an empty directory);
+        anything else is refused, and the input is never deleted.
     resume : bool
         Continue the fit stored at ``out`` from its last checkpoint (a fresh fit when
-        there is none). The result is bitwise that of an uninterrupted fit.
+        there is none). The result is bitwise that of an uninterrupted fit. The input must
+        be the one the fit started on: shape, dtype, chunks and a checksum of its content
+        (recorded by the first pass of the original run) are compared, and a mismatch is
+        refused (:class:`~dask_bid.InputChangedError`).
     checkpoint_every : int
         Iterations between checkpoints.
     chunks : (rows, cols), optional
@@ -208,115 +248,279 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
     initial_columns : callable, optional
         ``initial_columns(A, p, entropy, chain)`` -> K starting columns or None (random);
         the interface passes the one that runs the baselines for ``init="sketch"``, ...
+    allow_missing_chunks : bool, default=False
+        Accept a Zarr input with chunk files missing (read as the fill value). By default
+        such an input is refused (:class:`~dask_bid.IncompleteStoreError`), since a lost
+        chunk file would silently become zeros.
 
     Returns
     -------
     BIDResult
         With an extra attribute ``C``: the selected columns (lazy dask array over ``out/C``
         or over the input; numpy for numpy input without ``out``).
-    """
-    import dask.array as da
 
+    Notes
+    -----
+    A matrix whose largest absolute value lies outside [2^-300, 2^300] is fitted as
+    A / 2^e (see :mod:`dask_bid.engine.scaling`); results are reported in A's units. A fit
+    that fails after creating ``out`` marks it ``failed`` with the reason.
+    """
     from ..kernels.rng import root_entropy
-    from .summary import chain_config, summarise, versions
 
     _check_engine_kwargs(out, overwrite, resume, checkpoint_every, chunks, callback)
+    if not isinstance(allow_missing_chunks, (bool, np.bool_)):
+        raise ParameterError(
+            f"allow_missing_chunks must be True or False, got {allow_missing_chunks!r}.")
     M, N = src.shape
     K = p["n_components"]
     if resume and out is None:
         raise ParameterError("resume=True needs out=, the output group holding the checkpoints.")
+    if out is not None:  # refusals of the output location first: they read nothing
+        check_output_location(out, input_path=src.path if src.kind == "zarr" else None,
+                              overwrite=overwrite, resume=resume,
+                              storage_options=storage_options)
+    # listing the store is cheap next to a pass, and nothing is created before it
+    check_chunks(src, allow_missing=bool(allow_missing_chunks))
     given = p["random_state"]
     entropy_given = None if given is None else root_entropy(given)
-    layout = plan_layout((M, N), _input_chunks(src), K, block_size=p["block_size"],
-                         chunks=chunks)
+    in_chunks = _input_chunks(src)
+    layout = plan_layout((M, N), in_chunks, K, block_size=p["block_size"], chunks=chunks)
     params_cmp = {k: v for k, v in p.items() if k not in _NOT_COMPARED}
     meta = {"params": jsonable(params_cmp), "input_shape": [M, N],
             "layout": layout.describe(), "n_chains": p["n_chains"],
-            "input": {"kind": src.kind, "path": src.path, "dtype": str(src.dtype)},
+            "input": {"kind": src.kind, "path": src.path, "dtype": str(src.dtype),
+                      "fingerprint": metadata_fingerprint(src, in_chunks)},
             "engine": {"checkpoint_every": int(checkpoint_every),
                        "chunks": None if chunks is None else list(chunks)},
             "format_version": FORMAT_VERSION}
-
     check_cluster_versions(client)  # before an output is created or replaced
-    group, existing = (None, False)
-    if out is not None:
-        group, existing = prepare_output(out, input_path=src.path if src.kind == "zarr" else None,
-                                         overwrite=overwrite, resume=resume,
-                                         storage_options=storage_options)
-    if existing:
-        stored = dict(group.attrs["dask_bid"])
-        _compare_meta(stored, meta, entropy_given)
-        entropy = int(stored["entropy"])
-        if stored.get("status") == "complete":
-            from .zarr_io import read_result
+    lock = OutputLock(local_path(out)) if out is not None else contextlib.nullcontext()
+    with lock:
+        group, existing = (None, False)
+        if out is not None:
+            group, existing = prepare_output(
+                out, input_path=src.path if src.kind == "zarr" else None,
+                overwrite=overwrite, resume=resume, storage_options=storage_options)
+        run = _Fit(src, p, meta, layout, group, existing, entropy_given, client=client,
+                   out=out, storage_options=storage_options,
+                   checkpoint_every=int(checkpoint_every), callback=callback,
+                   initial_columns=initial_columns)
+        return run.run()
 
-            return read_result(local_path(out), storage_options=storage_options)
-    else:
-        entropy = entropy_given if entropy_given is not None else root_entropy(None)
-        if group is not None:
-            group.attrs["dask_bid"] = {**meta, "entropy": str(entropy), "status": "running",
-                                       "versions": versions()}
 
-    tmpdir = None
-    if out is None:
-        tmpdir = tempfile.mkdtemp(prefix="dask_bid-ckpt-")
-        spec = StoreSpec(tmpdir)
-        spec.group(mode="w")
-    else:
-        spec = StoreSpec(local_path(out), storage_options)
+def _one_line(exc) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if not isinstance(exc, DaskBidError) else text
 
-    cfg = chain_config(p, N)
-    n_trace = min(int(p["n_trace_columns"]), N)
-    trace_cols = np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64)) if n_trace else ()
 
-    backends = []
-    source = None
-    try:
-        with cluster_executor(client) as ex:
-            current = ex.client.as_current() if ex.is_distributed else contextlib.nullcontext()
-            with current:
-                source = TileSource(src, layout, ex)
-                ckpt = Checkpointer(spec)
-                runners, starts = [], []
-                for c in range(p["n_chains"]):
-                    be = DaskBackend(source, ex, trace_cols=trace_cols, chain=c)
-                    backends.append(be)
-                    runner = _ChainRunner(be, cfg, entropy, c, ckpt, int(checkpoint_every),
-                                          callback)
-                    runners.append(runner)
-                    state = runner.restore() if existing else None
-                    J0 = None
-                    if state is None:
-                        J0 = None if initial_columns is None else initial_columns(
-                            src.array, p, entropy, c)
-                    starts.append((state, J0))
-                outputs = _run_chains(ex, ckpt, runners, starts)
-                res = summarise(p, outputs, backends, entropy, (M, N), trace_cols,
-                                 backends[0].final_sse)
-                res.n_recoveries = sum(r.n_recoveries for r in runners)
-                if group is not None:
-                    _write_C(group, backends[0], res.columns, layout, src)
-                    write_result(group, res, w_chunk_cols=max(b - a for a, b in layout.blocks),
-                                 extra_attrs={"status": "complete"})
-                    ckpt.remove_all()
-                    res.C = da.from_zarr(group["C"])
-                elif src.kind == "zarr":
-                    res.C = da.from_array(src.array, chunks=src.array.chunks, lock=False,
-                                          asarray=True)[:, res.columns]
-                elif src.kind == "dask":
-                    res.C = src.array[:, res.columns]
-                else:
-                    res.C = np.asarray(src.array)[:, res.columns]
+class _Fit:
+    """One call of :func:`fit_dask` once the output is prepared and locked."""
+
+    def __init__(self, src, p, meta, layout, group, existing, entropy_given, *, client, out,
+                 storage_options, checkpoint_every, callback, initial_columns):
+        self.src, self.p, self.meta, self.layout = src, p, meta, layout
+        self.group, self.existing = group, existing
+        self.entropy_given = entropy_given
+        self.client, self.out, self.storage_options = client, out, storage_options
+        self.every, self.callback, self.initial_columns = (checkpoint_every, callback,
+                                                           initial_columns)
+        self.stored_checksum = None
+        self.restart_chains = False
+
+    def _set_attrs(self, **kw):
+        if self.group is not None:
+            meta = dict(self.group.attrs.get("dask_bid", {}))
+            meta.update(jsonable(kw))
+            self.group.attrs["dask_bid"] = meta
+
+    def run(self):
+        from ..kernels.rng import root_entropy
+        from .summary import versions
+
+        group, src, out = self.group, self.src, self.out
+        scale = 0
+        if self.existing:
+            stored = dict(group.attrs["dask_bid"])
+            _compare_meta(stored, self.meta, self.entropy_given)
+            compare_metadata((stored.get("input") or {}).get("fingerprint"),
+                             self.meta["input"]["fingerprint"], local_path(out))
+            self.entropy = int(stored["entropy"])
+            if stored.get("status") == "complete":
+                from .zarr_io import read_result
+
+                return read_result(local_path(out), storage_options=self.storage_options)
+            scale = int(stored.get("scale_log2", 0) or 0)
+            self.stored_checksum = (stored.get("input") or {}).get("checksum")
+            # without a recorded checksum the checkpoints cannot be tied to this input
+            self.restart_chains = self.stored_checksum is None
+        else:
+            self.entropy = (self.entropy_given if self.entropy_given is not None
+                            else root_entropy(None))
+            if src.kind == "numpy":
+                # max|A| in memory is cheap: numpy input never needs the second attempt
+                with np.errstate(invalid="ignore"):
+                    amax = float(np.max(np.abs(src.array)))
+                scale = scale_exponent(amax)
+                if scale:
+                    check_range(amax, min_nonzero_abs(src.array), scale)
+            if group is not None:
+                group.attrs["dask_bid"] = {**self.meta, "entropy": str(self.entropy),
+                                           "status": "running", "scale_log2": scale,
+                                           "versions": versions()}
+        # from here on this process owns the output's state: a failure is recorded
+        self.marking = not self.existing
+        try:
+            try:
+                return self._attempt(scale)
+            except NeedsRescale as exc:
+                scale = scale_exponent(exc.amax)
+                # only for such extreme input: one more reduction over A
+                check_range(exc.amax, min_nonzero_abs(src.to_dask()), scale)
+                log.warning("max|A| = %g is outside the range computed on as is; fitting "
+                            "A / 2^%d and reporting in A's units", exc.amax, scale)
+                self._set_attrs(scale_log2=scale)
+                return self._attempt(scale)
+        except KeyboardInterrupt:
+            if self.marking:
+                self._set_attrs(status="interrupted")
+            raise
+        except BaseException as exc:
+            if self.marking and group is not None:
+                mark_failed(group, _one_line(exc))
+            raise
+
+    def _start(self, ex, source, backends, scale):
+        """Checks before any chain state is touched: on resume the input's checksum."""
+        if not self.existing:
+            return
+        if self.stored_checksum is not None:
+            now = backends[0].checksum_pass()
+            compare_checksum(self.stored_checksum, now, local_path(self.out))
+        self.marking = True
+        self._set_attrs(status="running", error=None)
+
+    def _hook(self, chain, scale):
+        def on_first_pass(be):
+            if scale == 0 and be.amax is not None and needs_rescale(be.amax):
+                raise NeedsRescale(be.amax)
+            if chain == 0 and be.checksum is not None and self.group is not None:
+                inp = dict(self.group.attrs["dask_bid"].get("input") or {})
+                inp["checksum"] = be.checksum
+                self._set_attrs(input=inp)
+        return on_first_pass
+
+    def _initial(self, A, p, c, scale):
+        if self.initial_columns is None:
+            return None
+        try:
+            return self.initial_columns(A, p, self.entropy, c)
+        except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
+            if scale or isinstance(exc, DaskBidError):
+                raise
+            # an overflow in the starting basis: rescale if A's range is the cause
+            import dask.array as da
+
+            x = self.src.to_dask()
+            amax = float(da.nanmax(da.fabs(x)).compute())
+            if needs_rescale(amax):
+                raise NeedsRescale(amax) from exc
+            raise
+
+    def _attempt(self, scale):
+        import dask.array as da
+
+        from .summary import chain_config, summarise
+
+        src, p, group, layout = self.src, scale_params(self.p, scale), self.group, self.layout
+        M, N = src.shape
+        tmpdir = None
+        if self.out is None:
+            tmpdir = tempfile.mkdtemp(prefix="dask_bid-ckpt-")
+            spec = StoreSpec(tmpdir)
+            spec.group(mode="w")
+        else:
+            spec = StoreSpec(local_path(self.out), self.storage_options)
+        cfg = chain_config(p, N)
+        n_trace = min(int(p["n_trace_columns"]), N)
+        trace_cols = (np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64))
+                      if n_trace else ())
+        A0 = src.array if not scale else scale_array(src.array, scale)
+        backends = []
+        source = None
+        try:
+            with cluster_executor(self.client) as ex:
+                current = (ex.client.as_current() if ex.is_distributed
+                           else contextlib.nullcontext())
+                with current:
+                    source = TileSource(src, layout, ex, scale_log2=scale)
+                    ckpt = Checkpointer(spec)
+                    if not self.existing:
+                        ckpt.remove_all()  # a first attempt's, when rescaled
+                        ckpt = Checkpointer(spec)
+                    runners, starts = [], []
+                    for c in range(p["n_chains"]):
+                        be = DaskBackend(source, ex, trace_cols=trace_cols, chain=c)
+                        be.want_checksum = c == 0 and group is not None
+                        be.on_first_pass = self._hook(c, scale)
+                        backends.append(be)
+                        runners.append(_ChainRunner(be, cfg, self.entropy, c, ckpt,
+                                                    self.every, self.callback))
+                    self._start(ex, source, backends, scale)
+                    for c, runner in enumerate(runners):
+                        state = None
+                        if self.existing and not self.restart_chains:
+                            state = runner.restore()
+                        elif self.existing and ckpt.has_any(c):
+                            warn_fallback(
+                                f"the fit at {spec.root!r} recorded no checksum of its "
+                                f"input: chain {c} starts again from its first iteration "
+                                "instead of trusting its checkpoints")
+                        J0 = None if state is not None else self._initial(A0, p, c, scale)
+                        starts.append((state, J0))
+                    outputs = _run_chains(ex, ckpt, runners, starts)
+                    res = summarise(p, outputs, backends, self.entropy, (M, N), trace_cols,
+                                    backends[0].final_sse)
+                    res.n_recoveries = sum(r.n_recoveries for r in runners)
+                    unscale_result(check_finite_result(res), scale)
+                    if group is not None:
+                        if scale:
+                            _write_C_direct(group, src, res.columns, layout)
+                        else:
+                            _write_C(group, backends[0], res.columns, layout, src)
+                        write_result(group, res,
+                                     w_chunk_cols=max(b - a for a, b in layout.blocks),
+                                     extra_attrs={"status": "complete"})
+                        ckpt.remove_all()
+                        res.C = da.from_zarr(group["C"])
+                    elif src.kind == "zarr":
+                        res.C = da.from_array(src.array, chunks=src.array.chunks, lock=False,
+                                              asarray=True)[:, res.columns]
+                    elif src.kind == "dask":
+                        res.C = src.array[:, res.columns]
+                    else:
+                        res.C = np.asarray(src.array)[:, res.columns]
+                for be in backends:
+                    be.close()
+                backends = []
+                source.close()
+        finally:
             for be in backends:
                 be.close()
-            backends = []
-            source.close()
-    finally:
-        for be in backends:
-            be.close()
-        if tmpdir is not None:
-            shutil.rmtree(tmpdir, ignore_errors=True)
-    return res
+            if tmpdir is not None:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+        return res
+
+
+def _write_C_direct(group, src, columns, layout):
+    """``group/C`` = A[:, columns] read from the input itself (the fit ran on A / s)."""
+    import dask.array as da
+
+    rows = layout.row_tiles[0][1] - layout.row_tiles[0][0]
+    K = len(columns)
+    C = group.create_array("C", shape=(layout.shape[0], K), dtype=np.float64,
+                           chunks=(rows, K), overwrite=True)
+    x = src.to_dask()[:, np.asarray(columns, dtype=np.int64)].rechunk((rows, K))
+    da.store(x.astype(np.float64), C, lock=False)
 
 
 def _write_C(group, backend, columns, layout, src):

@@ -15,6 +15,7 @@ import numpy as np
 
 from .._errors import (
     CorruptStoreError,
+    IncompleteStoreError,
     InputDTypeError,
     InputShapeError,
     NotAnArrayError,
@@ -28,6 +29,9 @@ __all__ = [
     "check_float_dtype",
     "GuardedZarrArray",
     "zarr_array_location",
+    "check_written",
+    "missing_chunks",
+    "check_chunks",
 ]
 
 
@@ -232,6 +236,83 @@ def open_zarr_array(path, *, storage_options=None):
     return node
 
 
+def check_written(array, path=None):
+    """Refuse an array whose writer (``to_zarr``, the CLI's conversion) did not finish.
+
+    Such an array carries ``attrs["dask_bid_array"] = {"complete": False}``: its chunks
+    not yet written would read as the fill value, a matrix of zeros.
+    """
+    try:
+        info = array.attrs.get("dask_bid_array")
+    except Exception:
+        return
+    if isinstance(info, dict) and info.get("complete") is False:
+        where = path or zarr_array_location(array)
+        raise IncompleteStoreError(
+            f"the Zarr array at {where!r} was not completely written (its conversion or "
+            "to_zarr was interrupted or failed); its unwritten chunks would read as zeros. "
+            "Write it again (dask-bid fit converts it again with --overwrite; "
+            "dask_bid.engine.to_zarr(A, path, overwrite=True)).")
+
+
+def missing_chunks(array) -> list[str] | None:
+    """Keys of the chunks of a ``zarr.Array`` that have no object in the store.
+
+    Lists the store (metadata only, no chunk is read). Returns None when the store cannot
+    be listed.
+    """
+    import itertools
+
+    try:
+        from zarr.core.sync import sync
+
+        prefix = array.store_path.path
+        store = array.store_path.store
+
+        async def _list():
+            return [k async for k in store.list_prefix(prefix)]
+
+        keys = sync(_list())
+        cut = len(prefix) + 1 if prefix else 0
+        present = {k[cut:] for k in keys}
+        enc = array.metadata.encode_chunk_key
+        shape = [-(-n // c) for n, c in zip(array.shape, array.chunks, strict=True)]
+        return [enc(coords) for coords in itertools.product(*(range(n) for n in shape))
+                if enc(coords) not in present]
+    except Exception:
+        return None
+
+
+def check_chunks(src, *, allow_missing=False):
+    """Refuse Zarr input with chunks missing, unless ``allow_missing``.
+
+    Zarr reads a missing chunk as the fill value without a word, so a lost chunk file
+    would silently become zeros. Zarr itself omits chunks equal to the fill value by
+    default, so a store written elsewhere may lack chunks legitimately: the user says so
+    with ``allow_missing_chunks=True``. (:func:`~dask_bid.engine.to_zarr` and the CLI's
+    conversion write every chunk.)
+    """
+    if src.kind != "zarr":
+        return
+    check_written(src.array, src.path)
+    if allow_missing:
+        return
+    missing = missing_chunks(src.array)
+    if missing:
+        total = 1
+        for n, c in zip(src.array.shape, src.array.chunks, strict=True):
+            total *= -(-n // c)
+        shown = ", ".join(missing[:4]) + (f" (+{len(missing) - 4} more)"
+                                           if len(missing) > 4 else "")
+        fill = src.array.fill_value
+        fill = fill.item() if hasattr(fill, "item") else fill
+        raise IncompleteStoreError(
+            f"the Zarr array at {src.path!r} has {len(missing)} of {total} chunks missing "
+            f"({shown}); Zarr would read them as the fill value {fill!r}. Restore the "
+            "chunk files, or pass allow_missing_chunks=True if they are meant to be all fill "
+            "value (Zarr omits such chunks unless written with write_empty_chunks=True).")
+
+
 def as_matrix_source(A, *, storage_options=None) -> MatrixSource:
     """Classify ``A`` and check its shape and dtype (metadata only).
 
@@ -288,4 +369,6 @@ def as_matrix_source(A, *, storage_options=None) -> MatrixSource:
             "2 is required; an interpolative decomposition needs at least 2 columns."
         )
     check_float_dtype(A.dtype)
+    if kind == "zarr":
+        check_written(A, path)
     return MatrixSource(kind=kind, array=A, path=path, shape=shape, dtype=np.dtype(A.dtype))

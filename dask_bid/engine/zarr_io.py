@@ -35,7 +35,18 @@ __all__ = [
     "write_result",
     "FORMAT_VERSION",
     "jsonable",
+    "create_matrix_array",
+    "mark_complete",
+    "ARRAY_ATTR",
+    "check_output",
+    "check_output_location",
+    "mark_failed",
+    "output_status",
 ]
+
+#: Attribute of the arrays :func:`to_zarr` (and the CLI's conversion) write:
+#: ``{"complete": false}`` until the last chunk is written, then ``true``.
+ARRAY_ATTR = "dask_bid_array"
 
 FORMAT_VERSION = 1
 
@@ -141,8 +152,7 @@ def to_zarr(array, path, *, chunks=None, overwrite=False, storage_options=None):
     if chunks is None:
         chunks = default_chunks(array.shape, dtype.itemsize)
     chunks = tuple(int(c) for c in chunks)
-    z = zarr.create_array(store=path, shape=array.shape, chunks=chunks, dtype=dtype,
-                          overwrite=True, zarr_format=3, storage_options=storage_options)
+    z = create_matrix_array(path, array.shape, dtype, chunks, storage_options=storage_options)
     if hasattr(array, "dask"):
         import dask.array as da
 
@@ -153,7 +163,32 @@ def to_zarr(array, path, *, chunks=None, overwrite=False, storage_options=None):
                                                      * dtype.itemsize))
         for r0 in range(0, array.shape[0], step):
             z[r0:r0 + step] = array[r0:r0 + step]
+    mark_complete(z)
     return zarr.open_array(path, mode="r", storage_options=storage_options)
+
+
+def create_matrix_array(path, shape, dtype, chunks, *, storage_options=None, attrs=None):
+    """Create the Zarr v3 array a matrix is written to, marked incomplete.
+
+    Every chunk is stored, also one equal to the fill value (``write_empty_chunks``), so
+    that a missing chunk file always means a damaged or unfinished store (the engine
+    refuses those). ``attrs[ARRAY_ATTR]["complete"]`` is False until :func:`mark_complete`:
+    a write that was killed or failed leaves an array the engine and ``dask-bid info``
+    recognise as unfinished instead of a matrix of zeros.
+    """
+    import zarr
+
+    z = zarr.create_array(store=path, shape=tuple(int(s) for s in shape),
+                          chunks=tuple(int(c) for c in chunks), dtype=np.dtype(dtype),
+                          overwrite=True, zarr_format=3, storage_options=storage_options,
+                          config={"write_empty_chunks": True})
+    z.attrs.update({**(attrs or {}), ARRAY_ATTR: {"complete": False}})
+    return z
+
+
+def mark_complete(z, **extra_attrs):
+    """Mark an array made by :func:`create_matrix_array` as completely written."""
+    z.attrs.update({**jsonable(extra_attrs), ARRAY_ATTR: {"complete": True}})
 
 
 def _norm(path):
@@ -171,40 +206,151 @@ def same_or_nested(a, b) -> bool:
     return a == b or a.startswith(b + os.sep) or b.startswith(a + os.sep)
 
 
-def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
-                   storage_options=None):
-    """Check ``out`` and open (or create) the output group.
-
-    Returns ``(group, existing)`` with ``existing`` True when ``resume`` found a group of a
-    previous run to continue.
-    """
+def _result_meta(out, storage_options=None):
+    """The ``dask_bid`` attributes of the group at ``out``, or None if it is not one."""
     import zarr
 
+    try:
+        g = zarr.open_group(out, mode="r", storage_options=storage_options)
+        meta = g.attrs.get("dask_bid")
+    except Exception:
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _foreign_entries(out):
+    """Entries of a local result directory that are not Zarr nodes (what we never write)."""
+    bad = []
+    for name in sorted(os.listdir(out)):
+        full = os.path.join(out, name)
+        if name == "zarr.json":
+            continue
+        if os.path.isdir(full) and os.path.exists(os.path.join(full, "zarr.json")):
+            continue
+        bad.append(name)
+    return bad
+
+
+def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_options=None,
+                 flags=None):
+    """Refuse an output location the fit must not write to, before anything is read.
+
+    ``out`` may be written when it does not exist, is an empty directory, or (with
+    ``overwrite`` or ``resume``) is a dask_bid result: a Zarr group carrying the
+    ``dask_bid`` attributes our writer sets, holding nothing but Zarr nodes. Anything
+    else is refused, and so is an ``out`` that is, contains or lies in one of ``inputs``
+    (paths of the input: a store, a ``.csv`` / ``.npy`` file): the input is never written
+    or deleted. ``flags`` names the options in messages (``{"overwrite": "--overwrite",
+    "resume": "--resume", "out": "--out"}`` for the CLI).
+
+    Returns True when ``out`` holds something (a result that may be replaced or resumed).
+    """
+    f = {"overwrite": "overwrite=True", "resume": "resume=True", "out": "out",
+         **(flags or {})}
+    out = local_path(out)
+    for ip in inputs:
+        if ip is not None and same_or_nested(out, local_path(ip)):
+            raise OutputLocationError(
+                f"{f['out']} {out!r} is the input {os.fspath(ip)!r}, contains it or lies "
+                f"inside it; the input is never written or deleted. Choose an output path "
+                "outside the input.")
+    if not is_url(out) and os.path.isfile(out):
+        raise OutputLocationError(f"{f['out']} {out!r} is an existing file, not a directory.")
+    if not _exists(out, storage_options):
+        return False
+    if not (overwrite or resume):
+        raise OutputExistsError(
+            f"the output {out!r} already exists. Pass {f['overwrite']} to replace it, "
+            f"{f['resume']} to continue an interrupted fit there, or choose another path.")
+    meta = _result_meta(out, storage_options)
+    what = "resume" if resume else "replace"
+    if meta is None:
+        raise OutputExistsError(
+            f"refusing to {what} {out!r}: it is not a dask_bid result (no Zarr group with "
+            f"'dask_bid' attributes), and {f['overwrite']} only replaces dask_bid results "
+            "or empty directories. Remove it yourself or choose another output path.")
+    if not is_url(out):
+        foreign = _foreign_entries(out)
+        if foreign:
+            shown = ", ".join(foreign[:4]) + (f" (+{len(foreign) - 4} more)"
+                                               if len(foreign) > 4 else "")
+            raise OutputExistsError(
+                f"refusing to {what} {out!r}: besides a dask_bid result it holds {shown}, "
+                "which dask_bid did not write. Move them out, or choose another output path.")
+    return True
+
+
+def mark_failed(group, reason):
+    """Record that the fit writing ``group`` failed (status ``failed`` and the reason)."""
+    import contextlib
+
+    with contextlib.suppress(Exception):
+        meta = dict(group.attrs.get("dask_bid", {}))
+        meta.update({"status": "failed", "error": " ".join(str(reason).split())[:500]})
+        group.attrs["dask_bid"] = meta
+
+
+def output_status(path, meta=None, *, storage_options=None):
+    """``(status, detail)`` of the fit at ``path`` for people: ``complete``, ``running``
+    (a live fit holds its lock; detail names it), ``interrupted`` (stopped before the end:
+    continue it with resume), ``failed`` (detail: the reason) or ``unknown``."""
+    from .lock import describe, lease_holder
+
+    if meta is None:
+        meta = _result_meta(local_path(path), storage_options) or {}
+    status = meta.get("status") if isinstance(meta, dict) else None
+    if status == "complete":
+        return "complete", ""
+    if status == "failed":
+        return "failed", str(meta.get("error") or "no reason recorded")
+    if status in ("running", "interrupted"):
+        holder = lease_holder(local_path(path))
+        if holder is not None:
+            return "running", describe(holder)
+        return "interrupted", "stopped before the end; continue it with resume"
+    return "unknown", f"status {status!r}"
+
+
+def check_output_location(out, *, input_path=None, overwrite=False, resume=False,
+                          storage_options=None, inputs=()):
+    """:func:`check_output` after refusing an ``out`` that overlaps the input store
+    ``input_path``; creates nothing. Returns whether ``out`` holds something."""
     out = local_path(out)
     if input_path is not None and same_or_nested(out, local_path(input_path)):
         raise OutputLocationError(
             f"out={out!r} is the input store {input_path!r} or overlaps it; the input is "
             "never written. Choose an output path outside the input store.")
-    if not is_url(out) and os.path.isfile(out):
-        raise OutputLocationError(f"out={out!r} is an existing file, not a directory.")
-    exists = _exists(out, storage_options)
+    return check_output(out, inputs=inputs, overwrite=overwrite, resume=resume,
+                        storage_options=storage_options)
+
+
+def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
+                   storage_options=None, inputs=()):
+    """Check ``out`` (:func:`check_output`) and open (or create) the output group.
+
+    Returns ``(group, existing)`` with ``existing`` True when ``resume`` found a group of a
+    previous run to continue. Replacing removes only a dask_bid result.
+    """
+    import zarr
+
+    out = local_path(out)
+    exists = check_output_location(out, input_path=input_path, overwrite=overwrite,
+                                   resume=resume, storage_options=storage_options,
+                                   inputs=inputs)
     if exists and resume:
         try:
             g = zarr.open_group(out, mode="r+", storage_options=storage_options)
         except Exception as exc:
             raise OutputLocationError(
                 f"resume=True but {out!r} is not a dask_bid output group ({exc}).") from exc
-        if "dask_bid" not in g.attrs:
-            raise OutputLocationError(
-                f"resume=True but {out!r} holds no dask_bid fit (no 'dask_bid' attributes); "
-                "pass resume=False with overwrite=True to replace it.")
         return g, True
-    if exists and not overwrite:
-        raise OutputExistsError(
-            f"the output {out!r} already exists. Pass overwrite=True to replace it, "
-            "resume=True to continue an interrupted fit there, or choose another path.")
     if exists:
-        _remove(out, storage_options)
+        try:
+            _remove(out, storage_options)
+        except OSError as exc:
+            raise OutputLocationError(
+                f"cannot replace the output {out!r} ({type(exc).__name__}: {exc}). Check its "
+                "permissions, or choose another output path.") from exc
     try:
         g = zarr.open_group(out, mode="w", zarr_format=3, storage_options=storage_options)
     except OSError as exc:
@@ -287,11 +433,9 @@ def read_result(path, *, storage_options=None):
     CorruptStoreError
         ``path`` is not a complete dask_bid output group.
     """
-    import dask.array as da
     import zarr
 
     from .._errors import CorruptStoreError, StoreNotFoundError
-    from .result import TRACE_DTYPE, BIDResult
 
     path = local_path(path)
     if not is_url(path) and not os.path.exists(path):
@@ -302,11 +446,36 @@ def read_result(path, *, storage_options=None):
     except Exception as exc:
         raise CorruptStoreError(
             f"{path!r} is not a dask_bid output group ({type(exc).__name__}: {exc}).") from exc
-    if meta.get("status") != "complete":
+    if not isinstance(meta, dict) or meta.get("status") != "complete":
+        status, detail = output_status(path, meta if isinstance(meta, dict) else {},
+                                       storage_options=storage_options)
+        hint = {"failed": f"it failed: {detail}. Fix the cause and fit again (overwrite=True)",
+                "running": f"it is still running ({detail})",
+                "interrupted": "it was stopped before the end; continue it with resume=True"
+                }.get(status, f"status {status!r}")
+        raise CorruptStoreError(f"the fit at {path!r} did not finish: {hint}.")
+    s = meta.get("summary") or {}
+    try:
+        return _read_complete(g, meta, s)
+    except Exception as exc:
         raise CorruptStoreError(
-            f"the fit at {path!r} did not finish (status {meta.get('status')!r}); continue "
-            "it with resume=True.")
-    s = meta["summary"]
+            f"{path!r} is an incomplete or damaged dask_bid result ({type(exc).__name__}: "
+            f"{exc}); fit again with overwrite=True.") from exc
+
+
+def _num(x, kind=float, default=float("nan")):
+    """A stored summary number (JSON may hold "nan", "inf", null or nothing)."""
+    try:
+        return kind(x) if kind is float else kind(float(x))
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
+def _read_complete(g, meta, s):
+    import dask.array as da
+
+    from .result import TRACE_DTYPE, BIDResult
+
     tr = g["traces"]
     n_chains, n_iter = tr["mse"].shape
     trace = np.empty((n_chains, n_iter), dtype=TRACE_DTYPE)
@@ -318,13 +487,15 @@ def read_result(path, *, storage_options=None):
         draws_w = {"columns": dr["w_columns"][...], "values": dr["w_values"][...]}
     res = BIDResult(
         columns=g["columns"][...], components=g["W"][...], components_sd=g["W_sd"][...],
-        sigma2=float(s["sigma2"]), inclusion_probability=g["inclusion_probability"][...],
+        sigma2=_num(s.get("sigma2")), inclusion_probability=g["inclusion_probability"][...],
         trace=trace, draws_columns=dr["columns"][...], draws_sigma2=dr["sigma2"][...],
-        draws_sse=dr["sse"][...], n_draws_point=int(s["n_draws_point"]), mse=float(s["mse"]),
-        mse_observed=None if s["mse_observed"] is None else float(s["mse_observed"]),
-        max_abs_w=float(s["max_abs_w"]), n_passes=int(s["n_passes"]),
-        elapsed=float(s["elapsed"]), n_samples=int(s["n_samples"]),
-        n_features=int(s["n_features"]), params=dict(meta["result_params"]),
-        draws_w=draws_w)
+        draws_sse=dr["sse"][...], n_draws_point=_num(s.get("n_draws_point"), int, 0),
+        mse=_num(s.get("mse")),
+        mse_observed=None if s.get("mse_observed") is None else _num(s["mse_observed"]),
+        max_abs_w=_num(s.get("max_abs_w")), n_passes=_num(s.get("n_passes"), int, 0),
+        elapsed=_num(s.get("elapsed"), float, 0.0),
+        n_samples=_num(s.get("n_samples"), int, g["C"].shape[0] if "C" in g else 0),
+        n_features=_num(s.get("n_features"), int, g["W"].shape[1]),
+        params=dict(meta.get("result_params") or {}), draws_w=draws_w)
     res.C = da.from_zarr(g["C"]) if "C" in g else None
     return res

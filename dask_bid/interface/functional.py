@@ -9,6 +9,7 @@ from ..engine.chain import run_chain
 from ..engine.fit import ENGINE_DEFAULTS
 from ..engine.inputs import as_matrix_source
 from ..engine.memory import MaskedMemoryBackend, MemoryBackend
+from ..engine.scaling import fit_scaled_in_memory
 from ..engine.summary import chain_config, summarise
 from ..kernels.rng import root_entropy
 from ._params import validate_params
@@ -123,8 +124,8 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         if not mask.any(axis=0).all():
             bad = np.flatnonzero(~mask.any(axis=0))[:5].tolist()
             raise InputShapeError(f"columns {bad} have no observed entry; drop them first.")
-        return _fit_memory(np.where(mask, X, 0.0), p, mask=mask,
-                           callback=engine_kw.get("callback"))
+        return fit_scaled_in_memory(np.where(mask, X, 0.0), p, lambda X, p: _fit_memory(
+            X, p, mask=mask, callback=engine_kw.get("callback")))
     # numpy input is checked at once, before an engine run creates any output;
     # dask and Zarr input are checked in the engine's first streaming pass
     if src.kind == "numpy" and not np.isfinite(src.array).all():
@@ -138,7 +139,9 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
 
         return fit_dask(src, p, initial_columns=_initial_columns, **engine_kw)
     X = np.asarray(src.array, dtype=np.float64)
-    return _fit_memory(X, p, callback=engine_kw.get("callback"))
+    # values near 1e200 or 1e-200 are fitted as X / 2^e (engine/scaling.py)
+    return fit_scaled_in_memory(X, p, lambda X, p: _fit_memory(
+        X, p, callback=engine_kw.get("callback")))
 
 
 def _fit_memory(X, p, mask=None, callback=None) -> BIDResult:

@@ -1,0 +1,79 @@
+"""The identity of an input matrix: metadata and a content checksum.
+
+A fit with ``out=`` records the fingerprint of its input when it starts; ``resume=True``
+compares the input it is given against it and refuses another matrix
+(:class:`~dask_bid.InputChangedError`), naming what differs. Shape, dtype and chunks come
+from metadata and are compared before anything is read. The checksum is computed in the
+first pass over A (the pass that computes H = CᵀA): every tile task hashes the bytes it
+read (BLAKE2b), and the per-tile digests are combined in the fixed order of their tile
+index, so the checksum does not depend on the scheduler, the workers or the order tasks
+finish in. A resumed run, which restores its chains from checkpoints and has no such pass,
+reads A once for the checksum before it touches any chain state or writes anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from .._errors import InputChangedError
+
+__all__ = ["tile_digest", "combine_digests", "metadata_fingerprint", "compare_metadata",
+           "compare_checksum"]
+
+
+def tile_digest(tile) -> str:
+    """BLAKE2b (128 bits) of a tile's dtype, shape and bytes (C order)."""
+    a = np.ascontiguousarray(tile)
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{a.dtype.str}{a.shape}".encode())
+    h.update(a.data if a.size else b"")
+    return h.hexdigest()
+
+
+def combine_digests(items) -> str:
+    """One checksum from ``[(row tile, column group, digest)]`` in any order."""
+    h = hashlib.blake2b(digest_size=16)
+    for r, g, d in sorted((int(r), int(g), str(d)) for r, g, d in items):
+        h.update(f"{r},{g},{d};".encode())
+    return h.hexdigest()
+
+
+def metadata_fingerprint(src, chunks) -> dict:
+    """Shape, dtype and chunks of a :class:`~dask_bid.engine.inputs.MatrixSource`."""
+    return {"shape": [int(s) for s in src.shape], "dtype": str(src.dtype),
+            "chunks": [[int(c) for c in axis] for axis in chunks]}
+
+
+def _short_chunks(ch):
+    try:
+        return "x".join(str(axis[0]) for axis in ch)
+    except (TypeError, IndexError):
+        return repr(ch)
+
+
+def compare_metadata(stored, now, where):
+    """Refuse a resume whose input metadata differ from the stored fingerprint."""
+    if not stored:
+        return
+    diffs = []
+    for k, show in (("shape", lambda v: "x".join(map(str, v))), ("dtype", str),
+                    ("chunks", _short_chunks)):
+        if k in stored and stored[k] != now[k]:
+            diffs.append(f"{k} {show(stored[k])} then, {show(now[k])} now")
+    if diffs:
+        raise InputChangedError(
+            f"resume=True, but the input differs from the one the fit at {where!r} started "
+            f"on ({'; '.join(diffs)}). Resume with the original input, or start a new fit "
+            "(resume=False, overwrite=True).")
+
+
+def compare_checksum(stored, now, where):
+    """Refuse a resume whose input content differs from the stored checksum."""
+    if stored and now and stored != now:
+        raise InputChangedError(
+            f"resume=True, but the input's content differs from the matrix the fit at "
+            f"{where!r} started on (checksum {now[:12]} now, {stored[:12]} then; shape, "
+            "dtype and chunks are the same). Resume with the original input, or start a new "
+            "fit (resume=False, overwrite=True).")

@@ -1,0 +1,189 @@
+"""One writer per output: a lease file next to the output group.
+
+A fit with ``out=`` holds ``<out>.dask_bid.lock`` (beside the output directory, so that
+replacing the output never touches it) for as long as it runs. The file records the owner
+(host, pid, start time) and a heartbeat the owner refreshes every
+:data:`HEARTBEAT_SECONDS`. A second fit writing the same output is refused with
+:class:`~dask_bid.OutputLockedError` naming the holder.
+
+Two mechanisms, so that a lock is never left stuck and never taken twice:
+
+- the file is ``flock``-ed while held: the kernel releases that when the owner dies, so a
+  killed fit on this host never blocks the next one;
+- a lease found on disk is *stale* (taken over) when its owner is on this host and its pid
+  is gone, or when its heartbeat is older than :data:`STALE_SECONDS` (owners on other hosts
+  sharing the file system, where ``flock`` may not reach).
+
+The lease is removed when the fit ends, whatever the outcome. Outputs given as URLs
+(object stores) are not locked: there is no portable atomic create there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import socket
+import threading
+import time
+
+from .._errors import OutputLocationError, OutputLockedError
+
+__all__ = ["OutputLock", "lock_path", "read_lease", "lease_holder", "HEARTBEAT_SECONDS",
+           "STALE_SECONDS"]
+
+#: Seconds between heartbeats of a held lease.
+HEARTBEAT_SECONDS = 10.0
+#: A lease whose heartbeat is older than this is stale.
+STALE_SECONDS = 120.0
+
+
+def lock_path(out) -> str:
+    """The lease file of output ``out``: ``<out>.dask_bid.lock`` beside it."""
+    out = os.path.abspath(os.fspath(out)).rstrip(os.sep)
+    return out + ".dask_bid.lock"
+
+
+def read_lease(path):
+    """The lease recorded in ``path`` (a dict), or None when absent or unreadable."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.loads(fh.read() or "null")
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _pid_alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def _is_stale(lease, now=None) -> bool:
+    now = time.time() if now is None else now
+    if lease.get("host") == socket.gethostname() and not _pid_alive(lease.get("pid", -1)):
+        return True
+    try:
+        return now - float(lease.get("heartbeat", 0.0)) > STALE_SECONDS
+    except (TypeError, ValueError):
+        return True
+
+
+def describe(lease) -> str:
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(lease.get("start", 0))))
+    return (f"pid {lease.get('pid')} on host {lease.get('host')!r}, started {started}, "
+            f"heartbeat {time.time() - float(lease.get('heartbeat', 0)):.0f} s ago")
+
+
+def lease_holder(out):
+    """The live lease of output ``out`` (a dict), or None when nobody holds it."""
+    if "://" in str(out):
+        return None
+    lease = read_lease(lock_path(out))
+    if lease is None or _is_stale(lease):
+        return None
+    return lease
+
+
+class OutputLock:
+    """The lease of one output (a context manager; see the module docstring)."""
+
+    def __init__(self, out):
+        self.out = os.fspath(out)
+        self.path = None if "://" in self.out else lock_path(self.out)
+        self._fd = None
+        self._stop = threading.Event()
+        self._thread = None
+        self.lease = None
+
+    def _write(self):
+        data = json.dumps(self.lease).encode()
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, data, 0)
+
+    def acquire(self):
+        if self.path is None:
+            return self
+        import fcntl
+
+        for _ in range(20):
+            try:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                # makedirs(exist_ok=True) raises FileExistsError only for a file in the way
+                why = (f"[Errno 20] Not a directory: {exc.filename!r}"
+                       if isinstance(exc, FileExistsError) else str(exc))
+                raise OutputLocationError(
+                    f"cannot create the output group at {self.out!r}: {why}. Choose an output "
+                    "path in a directory you can write to.") from exc
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise
+                self._refuse(read_lease(self.path))
+            # the previous holder may have removed the file between our open and flock:
+            # then we hold a lock on a dead inode, try again
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+            lease = read_lease(self.path)
+            if (lease is not None and lease.get("host") != socket.gethostname()
+                    and not _is_stale(lease)):
+                # held from another host (flock may not reach it) with a fresh heartbeat;
+                # on this host the flock alone says the holder is gone
+                os.close(fd)
+                self._refuse(lease)
+            self._fd = fd
+            now = time.time()
+            self.lease = {"host": socket.gethostname(), "pid": os.getpid(), "start": now,
+                          "heartbeat": now, "output": os.path.abspath(self.out)}
+            self._write()
+            self._thread = threading.Thread(target=self._beat, daemon=True,
+                                            name="dask_bid-lease")
+            self._thread.start()
+            return self
+        raise OutputLockedError(f"could not take the lock {self.path!r} (it keeps changing); "
+                                "is another fit starting on the same output?")
+
+    def _refuse(self, lease):
+        who = describe(lease) if lease else "another process"
+        raise OutputLockedError(
+            f"the output {self.out!r} is being written by another fit ({who}); wait for it "
+            f"to finish or stop it, or choose another output. (Lock file: {self.path})")
+
+    def _beat(self):
+        while not self._stop.wait(HEARTBEAT_SECONDS):
+            with contextlib.suppress(OSError, TypeError):
+                self.lease["heartbeat"] = time.time()
+                self._write()
+
+    def release(self):
+        if self._fd is None:
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with contextlib.suppress(OSError):
+            os.remove(self.path)
+        with contextlib.suppress(OSError):
+            os.close(self._fd)  # closing releases the flock
+        self._fd = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()

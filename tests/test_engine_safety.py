@@ -1,0 +1,535 @@
+"""Never lose, mix or invent a user's data (issue 11, items 1-8).
+
+Every test runs the real engine on real Zarr stores in ``tmp_path``; the refusals also
+check that the input store is byte-for-byte unchanged afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from _support import assert_same_chain
+
+from dask_bid import (
+    CheckpointError,
+    CorruptStoreError,
+    FitFailedError,
+    IncompleteStoreError,
+    InputChangedError,
+    NonFiniteInputError,
+    OutputExistsError,
+    OutputLocationError,
+    OutputLockedError,
+)
+from dask_bid.engine import read_result, to_zarr
+from dask_bid.engine.checkpoint import CheckpointFallbackWarning, load_blob
+from dask_bid.engine.inputs import as_matrix_source, missing_chunks
+from dask_bid.engine.lock import OutputLock, lock_path
+from dask_bid.engine.serialize import load_state, save_state
+from dask_bid.engine.zarr_io import (
+    check_output,
+    create_matrix_array,
+    mark_complete,
+    output_status,
+)
+from dask_bid.interface import bayesian_id
+
+pytestmark = pytest.mark.timeout(300)
+
+M, N, K = 60, 24, 3
+CHUNKS = (20, 24)
+KW = dict(n_iter=30, burn_in=10, thin=2, random_state=4)
+SYNC = dict(client="synchronous", checkpoint_every=10)
+
+
+def _matrix(seed=1, scale=1.0):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((M, K)) @ rng.uniform(-1, 1, (K, N))
+    A += 0.05 * rng.standard_normal((M, N))
+    return A / np.abs(A).max() * 0.75 * scale  # max|A| in [0.5, 1): exponent 0
+
+
+def tree_digest(root):
+    """{relative path: sha256} of every file under ``root``."""
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            out[os.path.relpath(p, root)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture
+def store(tmp_path):
+    path = str(tmp_path / "A.zarr")
+    to_zarr(_matrix(), path, chunks=CHUNKS)
+    return path
+
+
+class _Stop(KeyboardInterrupt):
+    pass
+
+
+def _interrupted(store, out, at=15, **kw):
+    """A fit of ``store`` into ``out`` stopped (as by Ctrl-C) at iteration ``at``."""
+
+    def cb(st):
+        if st.iteration == at:
+            raise _Stop()
+
+    with pytest.raises(_Stop):
+        bayesian_id(store, K, out=out, callback=cb, **{**KW, **SYNC, **kw})
+
+
+# --------------------------------------------------------------------- 1. overwrite
+def test_overwrite_refuses_a_directory_it_did_not_write(store, tmp_path):
+    out = tmp_path / "runs"
+    out.mkdir()
+    (out / "data.csv").write_text("1,2\n3,4\n")
+    before = tree_digest(out)
+    with pytest.raises(OutputExistsError, match="not a dask_bid result"):
+        bayesian_id(store, K, out=str(out), overwrite=True, **KW, **SYNC)
+    assert tree_digest(out) == before
+
+
+def test_overwrite_refuses_a_result_holding_foreign_files(store, tmp_path):
+    out = tmp_path / "res.zarr"
+    bayesian_id(store, K, out=str(out), **KW, **SYNC)
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(OutputExistsError, match="notes.txt.*did not write"):
+        bayesian_id(store, K, out=str(out), overwrite=True, **KW, **SYNC)
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_overwrite_never_deletes_an_input_inside_the_output(tmp_path):
+    out = tmp_path / "runs"
+    out.mkdir()
+    for name in ("data.csv", "data.npy"):
+        with pytest.raises(OutputLocationError, match="input is never written or deleted"):
+            check_output(str(out), inputs=[str(out / name)], overwrite=True)
+    inner = str(out / "A.zarr")
+    to_zarr(_matrix(), inner, chunks=CHUNKS)
+    before = tree_digest(out)
+    with pytest.raises(OutputLocationError, match="input"):
+        bayesian_id(inner, K, out=str(out), overwrite=True, **KW, **SYNC)
+    assert tree_digest(out) == before
+
+
+def test_overwrite_replaces_an_empty_directory_and_a_result(store, tmp_path):
+    out = tmp_path / "res.zarr"
+    out.mkdir()
+    first = bayesian_id(store, K, out=str(out), overwrite=True, **KW, **SYNC)
+    again = bayesian_id(store, K, out=str(out), overwrite=True, **KW, **SYNC)
+    assert_same_chain(first, again)
+    assert read_result(str(out)).columns.tolist() == first.columns.tolist()
+
+
+# --------------------------------------------------------------------- 2. resume identity
+def test_resume_with_another_matrix_of_the_same_shape_is_refused(store, tmp_path):
+    out = str(tmp_path / "fit.zarr")
+    _interrupted(store, out)
+    other = str(tmp_path / "B.zarr")
+    to_zarr(_matrix(seed=9), other, chunks=CHUNKS)
+    before, stored = tree_digest(other), tree_digest(out)
+    with pytest.raises(InputChangedError, match="content differs"):
+        bayesian_id(other, K, out=out, resume=True, **KW, **SYNC)
+    assert tree_digest(other) == before
+    assert tree_digest(out) == stored, "a refused resume touched the stored fit"
+    # the original input, even copied elsewhere, resumes into the uninterrupted chain
+    copy = str(tmp_path / "copy.zarr")
+    to_zarr(_matrix(), copy, chunks=CHUNKS)
+    res = bayesian_id(copy, K, out=out, resume=True, **KW, **SYNC)
+    assert_same_chain(bayesian_id(store, K, **KW, **SYNC), res)
+
+
+def test_resume_with_another_dtype_is_refused_before_any_pass(store, tmp_path):
+    out = str(tmp_path / "fit.zarr")
+    _interrupted(store, out)
+    other = str(tmp_path / "B32.zarr")
+    to_zarr(_matrix().astype(np.float32), other, chunks=CHUNKS)
+    with pytest.raises(InputChangedError, match="dtype float64 then, float32 now"):
+        bayesian_id(other, K, out=out, resume=True, **KW, **SYNC)
+
+
+# --------------------------------------------------------------------- 3. missing chunks
+def test_missing_chunk_is_refused_unless_allowed(store, tmp_path):
+    os.remove(os.path.join(store, "c", "1", "0"))
+    assert missing_chunks(zarr.open_array(store, mode="r")) == ["c/1/0"]
+    before = tree_digest(store)
+    out = str(tmp_path / "r.zarr")
+    with pytest.raises(IncompleteStoreError, match=r"1 of 3 chunks missing \(c/1/0\).*fill "
+                                                   r"value 0\.0.*allow_missing_chunks"):
+        bayesian_id(store, K, out=out, **KW, **SYNC)
+    assert not os.path.exists(out), "the output was created before the input was checked"
+    res = bayesian_id(store, K, allow_missing_chunks=True, **KW, **SYNC)
+    assert np.isfinite(res.mse)
+    assert tree_digest(store) == before
+
+
+def test_to_zarr_writes_every_chunk_even_all_zero_ones(tmp_path):
+    path = str(tmp_path / "Z.zarr")
+    A = _matrix()
+    A[20:40] = 0.0
+    z = to_zarr(A, path, chunks=CHUNKS)
+    assert missing_chunks(z) == []
+    assert z.attrs["dask_bid_array"] == {"complete": True}
+
+
+def test_an_unfinished_write_is_not_taken_for_a_matrix(tmp_path):
+    path = str(tmp_path / "half.zarr")
+    z = create_matrix_array(path, (M, N), np.float64, CHUNKS)
+    z[:20] = _matrix()[:20]  # killed here: the rest would read as zeros
+    with pytest.raises(IncompleteStoreError, match="not completely written"):
+        bayesian_id(path, K, **KW, **SYNC)
+    with pytest.raises(IncompleteStoreError, match="not completely written"):
+        as_matrix_source(path)
+    z[20:] = _matrix()[20:]
+    mark_complete(z)
+    assert as_matrix_source(path).shape == (M, N)
+
+
+# --------------------------------------------------------------------- 4. extreme values
+@pytest.mark.parametrize("e", [400, -400])
+def test_extreme_values_give_the_model_in_the_users_units(e):
+    A = _matrix()
+    ref = bayesian_id(A, K, beta_sigma=2.0 ** (-2 * e), **KW)
+    res = bayesian_id(np.ldexp(A, e), K, **KW)
+    np.testing.assert_array_equal(res.columns, ref.columns)
+    np.testing.assert_array_equal(res.components, ref.components)
+    assert res.sigma2 == np.ldexp(ref.sigma2, 2 * e)
+    assert res.mse == np.ldexp(ref.mse, 2 * e)
+    np.testing.assert_array_equal(res.trace["sigma2"], np.ldexp(ref.trace["sigma2"], 2 * e))
+    np.testing.assert_array_equal(res.draws_sse, np.ldexp(ref.draws_sse, 2 * e))
+
+
+@pytest.mark.parametrize("e", [400, -400])
+def test_extreme_values_on_the_engine(tmp_path, e):
+    A = _matrix()
+    path, out = str(tmp_path / "X.zarr"), str(tmp_path / "r.zarr")
+    to_zarr(np.ldexp(A, e), path, chunks=CHUNKS)
+    ref = bayesian_id(A, K, beta_sigma=2.0 ** (-2 * e), **KW, **SYNC)
+    res = bayesian_id(path, K, out=out, **KW, **SYNC)
+    np.testing.assert_array_equal(res.columns, ref.columns)
+    np.testing.assert_array_equal(res.components, ref.components)
+    assert res.sigma2 == np.ldexp(ref.sigma2, 2 * e)
+    back = read_result(out)
+    assert back.mse == res.mse and np.isfinite(back.mse)
+    np.testing.assert_array_equal(np.asarray(back.C), np.ldexp(A, e)[:, res.columns])
+
+
+def test_one_huge_entry_is_refused_not_reported_as_nan(tmp_path):
+    """1e200 among entries near 1: no single scale holds both squares (the residual is
+    made of the small entries), so the fit stops with a message instead of NaN."""
+    A = _matrix()
+    A[3, 4] = 1e200
+    path, out = str(tmp_path / "X.zarr"), str(tmp_path / "r.zarr")
+    to_zarr(A, path, chunks=CHUNKS)
+    for src, kw in ((A, {}), (path, {}), (path, dict(out=out))):
+        with pytest.raises(FitFailedError, match="span .* to 1e\\+200.*Clip or rescale"):
+            bayesian_id(src, K, **KW, **SYNC, **kw)
+    status, why = output_status(out)
+    assert status == "failed" and "span" in why
+
+
+def test_huge_values_whose_square_overflows_in_the_result_give_inf_not_nan(tmp_path):
+    A = _matrix()
+    with pytest.warns(RuntimeWarning, match="reported as inf"):
+        res = bayesian_id(np.ldexp(A, 1000), K, **KW)
+    assert res.sigma2 == np.inf and res.mse == np.inf
+    np.testing.assert_array_equal(res.columns, bayesian_id(A, K, beta_sigma=2.0 ** -1000,
+                                                           **KW).columns)
+
+
+def test_read_result_survives_any_stored_summary(store, tmp_path):
+    out = str(tmp_path / "r.zarr")
+    bayesian_id(store, K, out=out, **KW, **SYNC)
+    g = zarr.open_group(out, mode="r+")
+    meta = dict(g.attrs["dask_bid"])
+    meta["summary"] = {"sigma2": "nan", "mse": "inf", "max_abs_w": None}
+    g.attrs["dask_bid"] = meta
+    res = read_result(out)
+    assert np.isnan(res.sigma2) and res.mse == np.inf and np.isnan(res.max_abs_w)
+    assert res.n_features == N
+
+
+# --------------------------------------------------------------------- 5. failed fits
+def test_a_failed_fit_marks_its_output_failed(tmp_path):
+    A = _matrix()
+    A[5, 5] = np.nan
+    path, out = str(tmp_path / "nan.zarr"), str(tmp_path / "r.zarr")
+    to_zarr(A, path, chunks=CHUNKS)
+    with pytest.raises(NonFiniteInputError):
+        bayesian_id(path, K, out=out, init="random", **KW, **SYNC)
+    status, why = output_status(out)
+    assert status == "failed" and "NaN" in why
+    with pytest.raises(CorruptStoreError, match="failed: A contains 1 NaN"):
+        read_result(out)
+
+
+def test_an_interrupted_fit_is_marked_interrupted_not_running(store, tmp_path):
+    out = str(tmp_path / "r.zarr")
+    _interrupted(store, out)
+    assert output_status(out)[0] == "interrupted"
+    with pytest.raises(CorruptStoreError, match="continue it with resume=True"):
+        read_result(out)
+
+
+# --------------------------------------------------------------------- 6-7. checkpoints
+def _deep_equal(a, b):
+    assert type(a) is type(b), (type(a), type(b))
+    if isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+    elif isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            _deep_equal(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _deep_equal(x, y)
+    elif hasattr(a, "__dataclass_fields__"):
+        for f in a.__dataclass_fields__:
+            _deep_equal(getattr(a, f), getattr(b, f))
+    elif isinstance(a, float) and np.isnan(a):
+        assert np.isnan(b)
+    else:
+        assert a == b
+
+
+def _checkpoints(out):
+    return sorted(p.name for p in Path(out, "checkpoint").glob("c0-it*"))
+
+
+def test_checkpoint_states_round_trip_without_pickle(store, tmp_path):
+    out = str(tmp_path / "r.zarr")
+    _interrupted(store, out, at=25, n_chains=1)
+    name = _checkpoints(out)[-1]
+    from dask_bid.engine.checkpoint import StoreSpec
+
+    spec = StoreSpec(out)
+    client = load_blob(spec, f"checkpoint/{name}/client")
+    block = load_blob(spec, f"checkpoint/{name}/block_00000")
+    assert type(client["state"]).__name__ == "ClientState"
+    assert type(block).__name__ == "BlockState"
+    g = zarr.open_group(str(tmp_path / "copy.zarr"), mode="w")
+    gen = np.random.default_rng(7)
+    extra = {"gen": gen, ("map", 1, 2): np.arange(3), (1, (2, "x")): [None, True, 2.5]}
+    for obj in (client, block, extra):
+        save_state(g, "s", obj)
+        _deep_equal_or_gen(obj, load_state(g, "s"))
+    # the stored form is numbers and JSON: no pickle opcode anywhere in the checkpoint
+    for f in Path(out, "checkpoint", name).rglob("zarr.json"):
+        json.loads(f.read_text())
+
+
+def _deep_equal_or_gen(a, b):
+    if isinstance(a, dict) and "gen" in a:
+        assert a["gen"].bit_generator.state == b["gen"].bit_generator.state
+        assert a["gen"].random() == b["gen"].random()
+        a = {k: v for k, v in a.items() if k != "gen"}
+        b = {k: v for k, v in b.items() if k != "gen"}
+    _deep_equal(a, b)
+
+
+def test_a_pickled_checkpoint_is_never_loaded(store, tmp_path):
+    import pickle
+
+    out = str(tmp_path / "r.zarr")
+    _interrupted(store, out, at=15)
+    name = _checkpoints(out)[-1]
+    marker = tmp_path / "owned"
+
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    blob = np.frombuffer(pickle.dumps({"state": Evil()}), dtype=np.uint8)
+    g = zarr.open_group(out, mode="r+")
+    del g[f"checkpoint/{name}/client"]
+    arr = g.create_array(f"checkpoint/{name}/client", shape=blob.shape, dtype=np.uint8)
+    arr[:] = blob
+    arr.attrs["complete"] = True
+    with pytest.warns(CheckpointFallbackWarning, match=f"{name}.*never loaded"):
+        res = bayesian_id(store, K, out=out, resume=True, **KW, **SYNC)
+    assert not marker.exists()
+    assert_same_chain(bayesian_id(store, K, **KW, **SYNC), res)
+
+
+def test_a_corrupted_newest_checkpoint_falls_back_to_the_previous_one(store, tmp_path):
+    out = str(tmp_path / "r.zarr")
+    _interrupted(store, out, at=25)
+    names = _checkpoints(out)
+    assert names == ["c0-it00000010", "c0-it00000020"]
+    # damage the newest checkpoint's first block on disk
+    buf = next(Path(out, "checkpoint", names[-1], "block_00000").rglob("c/0"))
+    data = bytearray(buf.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    buf.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="digest"):
+        load_blob(__import__("dask_bid.engine.checkpoint", fromlist=["StoreSpec"])
+                  .StoreSpec(out), f"checkpoint/{names[-1]}/block_00000")
+    seen = []
+    with pytest.warns(CheckpointFallbackWarning, match="c0-it00000020.*trying an older"):
+        res = bayesian_id(store, K, out=out, resume=True,
+                          callback=lambda st: seen.append(st.iteration), **KW, **SYNC)
+    assert seen[0] == 11, "did not resume from the previous checkpoint"
+    assert_same_chain(bayesian_id(store, K, **KW, **SYNC), res)
+
+
+# --------------------------------------------------------------------- 8. one writer
+_HOLDER = textwrap.dedent("""
+    import sys, time
+    from dask_bid.interface import bayesian_id
+    store, out = sys.argv[1], sys.argv[2]
+    def cb(st):
+        if st.iteration == 1:
+            print("started", flush=True)
+        time.sleep(0.2)
+    bayesian_id(store, 3, out=out, client="synchronous", n_iter=2000, burn_in=10,
+                random_state=4, callback=cb)
+""")
+
+
+def test_a_second_writer_is_refused_naming_the_holder(store, tmp_path):
+    out = str(tmp_path / "r.zarr")
+    child = subprocess.Popen([sys.executable, "-c", _HOLDER, store, out],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert child.stdout.readline().decode().strip() == "started", child.stderr.read()
+        for kw in (dict(overwrite=True), dict(resume=True)):
+            with pytest.raises(OutputLockedError, match=f"pid {child.pid} on host"):
+                bayesian_id(store, K, out=out, **kw, **KW, **SYNC)
+        assert output_status(out)[0] == "running"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        child.stdout.close()
+        child.stderr.close()
+    # the killed holder's lease is stale: the next fit takes it over
+    assert os.path.exists(lock_path(out))
+    assert output_status(out)[0] == "interrupted"
+    res = bayesian_id(store, K, out=out, overwrite=True, **KW, **SYNC)
+    assert read_result(out).columns.tolist() == res.columns.tolist()
+    assert not os.path.exists(lock_path(out)), "the lease was not released"
+
+
+def test_lock_in_one_process_and_stale_leases(tmp_path):
+    out = str(tmp_path / "o.zarr")
+    with OutputLock(out):
+        with pytest.raises(OutputLockedError, match=f"pid {os.getpid()}"):
+            OutputLock(out).acquire()
+    assert not os.path.exists(lock_path(out))
+    # a lease left by a dead process of this host, or with an old heartbeat elsewhere
+    import socket
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    for lease in ({"host": socket.gethostname(), "pid": int(dead), "start": time.time(),
+                   "heartbeat": time.time()},
+                  {"host": "elsewhere", "pid": 1, "start": 0, "heartbeat": 0}):
+        Path(lock_path(out)).write_text(json.dumps(lease))
+        with OutputLock(out) as lk:
+            assert lk.lease["pid"] == os.getpid()
+    # a fresh lease from another host is respected
+    Path(lock_path(out)).write_text(json.dumps(
+        {"host": "elsewhere", "pid": 1, "start": time.time(), "heartbeat": time.time()}))
+    with pytest.raises(OutputLockedError, match="host 'elsewhere'"):
+        OutputLock(out).acquire()
+
+
+def test_no_nan_is_reported_as_success():
+    from dask_bid.engine.scaling import check_finite_result
+
+    class R:
+        sigma2, mse, components = float("nan"), 1.0, np.zeros((2, 2))
+
+    with pytest.raises(FitFailedError, match="non-finite sigma2"):
+        check_finite_result(R())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        R.sigma2 = 1.0
+        check_finite_result(R())
+
+
+# --------------------------------------------------------------------- the command line
+def _cli(*args):
+    from dask_bid.interface.cli import main
+
+    return main([str(a) for a in args])
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".npy"])
+def test_cli_overwrite_never_deletes_the_input_inside_out(tmp_path, monkeypatch, capsys,
+                                                          suffix):
+    """`dask-bid fit runs/data.csv --k 3 --out runs --overwrite` deleted runs/data.csv."""
+    monkeypatch.chdir(tmp_path)
+    runs = Path("runs")
+    runs.mkdir()
+    data = runs / f"data{suffix}"
+    if suffix == ".csv":
+        np.savetxt(data, _matrix(), delimiter=",")
+    else:
+        np.save(data, _matrix())
+    (runs / "notes.txt").write_text("keep me")
+    before = tree_digest(runs)
+    assert _cli("fit", data, "--k", 3, "--out", runs, "--overwrite", "--quiet") == 2
+    err = capsys.readouterr().err
+    assert "never written or deleted" in err and "--out" in err
+    assert tree_digest(runs) == before
+    assert not Path(f"data{suffix}.zarr").exists(), "converted before refusing"
+
+
+def test_cli_info_says_failed_running_or_interrupted(store, tmp_path, capsys):
+    out = str(tmp_path / "r.zarr")
+    _interrupted(store, out)
+    assert _cli("info", out) == 0
+    text = capsys.readouterr().out
+    assert "status     interrupted  (continue it: dask-bid fit ... --resume)" in text
+    with OutputLock(out):
+        assert _cli("info", out) == 0
+        assert f"status     running  (pid {os.getpid()} on host" in capsys.readouterr().out
+    g = zarr.open_group(out, mode="r+")
+    meta = dict(g.attrs["dask_bid"])
+    meta.update(status="failed", error="A contains 1 NaN or infinite entries.",
+                summary={"mse": "nan", "sigma2": None, "elapsed": "inf"})
+    g.attrs["dask_bid"] = meta
+    assert _cli("info", out) == 0
+    text = capsys.readouterr().out
+    assert "status     failed: A contains 1 NaN" in text and "running" not in text
+
+
+def test_cli_info_flags_an_unfinished_conversion(tmp_path, capsys):
+    path = str(tmp_path / "half.zarr")
+    create_matrix_array(path, (M, N), np.float64, CHUNKS)
+    assert _cli("info", path) == 0
+    assert "INCOMPLETE" in capsys.readouterr().out
+
+
+def test_state_format_refuses_types_outside_dask_bid(tmp_path):
+    import collections
+
+    g = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    Point = collections.namedtuple("Point", "x y")
+    with pytest.raises(CheckpointError, match="only NamedTuples and dataclasses of dask_bid"):
+        save_state(g, "p", Point(1, 2))
+    save_state(g, "ok", {"a": {1, 2}, "b": frozenset({(1, "x")})})
+    assert load_state(g, "ok") == {"a": {1, 2}, "b": frozenset({(1, "x")})}
+    # a file naming a class elsewhere (os.system, say) is refused, not imported
+    meta = dict(g["ok"].attrs["dask_bid_state"])
+    meta["tree"] = {"t": "record", "cls": "os:system", "fields": {}}
+    g["ok"].attrs["dask_bid_state"] = meta
+    with pytest.raises(CheckpointError, match="unknown state type 'os:system'"):
+        load_state(g, "ok")
