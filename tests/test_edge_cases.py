@@ -22,8 +22,9 @@ from dask_bid.kernels.stats import sse_from_stats
 M, N, K = 60, 20, 3
 EPS = np.finfo(np.float64).eps
 FAST = dict(n_iter=120, burn_in=40, thin=2)
-SAMPLERS = [("gbt", True), ("gbt", False), ("gbtn", True), ("gbtn", False)]
-SAMPLER_IDS = ["gbt-aggr", "gbt-plain", "gbtn-aggr", "gbtn-plain"]
+SAMPLERS = [("gbt", "collapsed"), ("gbt", "plain"), ("gbtn", "collapsed"), ("gbtn", "aggressive"),
+            ("gbt", "search")]
+SAMPLER_IDS = ["gbt-collapsed", "gbt-plain", "gbtn-collapsed", "gbtn-aggr", "gbt-search"]
 
 
 def low_rank(seed, noise=0.01, m=M, n=N, k=K):
@@ -78,13 +79,13 @@ def fit_checked(A, k=K, bound=1.0, **kw):
 
 # --------------------------------------------------------------------------- scale
 @pytest.mark.parametrize("s", [1e-12, 1e12])
-@pytest.mark.parametrize("model,aggressive", SAMPLERS, ids=SAMPLER_IDS)
-def test_scaled_data_gives_the_same_fit_with_beta_sigma_scaled(s, model, aggressive):
+@pytest.mark.parametrize("model,sampler", SAMPLERS, ids=SAMPLER_IDS)
+def test_scaled_data_gives_the_same_fit_with_beta_sigma_scaled(s, model, sampler):
     """s A with beta_sigma = s^2 b is the fit of A with beta_sigma = b: W is scale free,
     sigma^2 and the SSE scale by s^2, and the random streams are the same, so the same
     columns and W (to rounding), MSE and sigma^2 times s^2."""
     A = low_rank(0)
-    kw = dict(model=model, aggressive=aggressive)
+    kw = dict(model=model, sampler=sampler)
     ref = fit_checked(A, **kw)
     scaled = fit_checked(s * A, beta_sigma=s * s, **kw)
     np.testing.assert_array_equal(scaled.columns_, ref.columns_)
@@ -216,7 +217,7 @@ def test_plain_sampler_started_on_two_copies_is_finite_and_bounded():
     sampler, not a numerical one). The run is still finite, bounded, and its SSE is that
     of the rank-2 basis it holds."""
     A, groups = duplicated(1)
-    est = fit_checked(A, init=[1, 9, 3], aggressive=False, n_iter=150)
+    est = fit_checked(A, init=[1, 9, 3], sampler="plain", n_iter=150)
     C = A[:, est.columns_]
     rank = np.linalg.matrix_rank(C)
     # the best any W can do with this basis: the least-squares residual of its span
@@ -226,15 +227,15 @@ def test_plain_sampler_started_on_two_copies_is_finite_and_bounded():
 
 
 # --------------------------------------------------------------------------- rank deficient
-@pytest.mark.parametrize("model,aggressive", SAMPLERS, ids=SAMPLER_IDS)
-def test_rank_deficient_with_K_equal_to_the_rank_is_fitted_near_exactly(model, aggressive):
+@pytest.mark.parametrize("model,sampler", SAMPLERS, ids=SAMPLER_IDS)
+def test_rank_deficient_with_K_equal_to_the_rank_is_fitted_near_exactly(model, sampler):
     """A = C0 W0 exactly (rank 3, N = 20) started from an exact basis, beta_sigma tiny:
     sigma^2 shrinks to about beta / (MN/2) ~ 1e-15, W's posterior sd to ~sqrt(sigma^2/||c||^2),
     so the MSE is ~ sigma^2 K (N-K) / (MN) ~ 1e-16, far below 1e-12 ||A||^2/(MN)."""
     A = low_rank(0, noise=0.0)
     assert np.linalg.matrix_rank(A) == K
     scale = np.mean(A**2)
-    est = fit_checked(A, init=[0, 1, 2], beta_sigma=1e-12, model=model, aggressive=aggressive,
+    est = fit_checked(A, init=[0, 1, 2], beta_sigma=1e-12, model=model, sampler=sampler,
                       n_iter=100, burn_in=50)
     assert est.mse_ <= 1e-12 * scale
     # whichever basis it reports spans the column space exactly
@@ -280,9 +281,9 @@ def test_float32_extreme_scale():
 
 
 # --------------------------------------------------------------------------- SSE
-def run_memory_chain(A, J0, aggressive, n_iter=60, beta_sigma=1e-12, seed=0):
+def run_memory_chain(A, J0, sampler, n_iter=60, beta_sigma=1e-12, seed=0):
     pri = Priors(beta_sigma=beta_sigma)
-    cfg = ChainConfig(n_components=len(J0), priors=pri, aggressive=aggressive, n_iter=n_iter,
+    cfg = ChainConfig(n_components=len(J0), priors=pri, sampler=sampler, n_iter=n_iter,
                       burn_in=n_iter // 2, thin=1, proposal_init="lstsq")
     be = MemoryBackend(A, block_size=7, n_threads=1)
     with strict():
@@ -292,16 +293,16 @@ def run_memory_chain(A, J0, aggressive, n_iter=60, beta_sigma=1e-12, seed=0):
     return out, st, W, be
 
 
-@pytest.mark.parametrize("aggressive", [True, False])
+@pytest.mark.parametrize("sampler", ["collapsed", "aggressive", "plain"])
 @pytest.mark.parametrize("noise", [0.0, 1e-6, 0.1])
-def test_sse_from_statistics_matches_the_direct_sse(aggressive, noise):
+def test_sse_from_statistics_matches_the_direct_sse(sampler, noise):
     """SSE = ||A||^2 - 2<H, W> + <W, G W> for the chain's final state against
     ||A - A[:, J] W||^2. Each term is a sum of products whose rounding error is a few
     eps times its magnitude, so the two agree to ~eps (||A||^2 + 2|<H,W>| + |<W,GW>|):
     absolutely, not relative to the SSE, which near an exact fit is below that floor
     (there the statistic is floored at 0, never negative)."""
     A = low_rank(7, noise=noise)
-    out, st, W, be = run_memory_chain(A, [0, 1, 2], aggressive)
+    out, st, W, be = run_memory_chain(A, [0, 1, 2], sampler)
     J = st.J
     direct = float(np.sum((A - A[:, J] @ W) ** 2))
     C = A[:, J]
@@ -319,7 +320,7 @@ def test_sse_from_statistics_matches_the_direct_sse(aggressive, noise):
     H = np.concatenate([s.H for s in be.states], axis=1)
     np.testing.assert_allclose(H, C.T @ A, rtol=0, atol=64 * EPS * out.norm_a2)
     assert np.abs(W).max() <= 1.0
-    if noise == 0.0 and aggressive:
+    if noise == 0.0 and sampler == "aggressive":
         # near exact: the true SSE is below the rounding floor of the statistic
         assert direct <= 1e-10 * out.norm_a2
 

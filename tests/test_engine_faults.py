@@ -147,7 +147,7 @@ def test_lost_block_states_are_restored_from_the_checkpoint(store, reference, cl
     def cb(state):
         if state.iteration == 23 and not done:  # the replay passes 23 again
             done.append(True)
-            keys = [k for k in cluster.futures if str(k).startswith("bid-block_aggressive")]
+            keys = [k for k in cluster.futures if str(k).startswith("bid-block_collapsed_finish")]
             assert keys
             cluster.cancel([Future(k, cluster) for k in keys])
 

@@ -243,9 +243,11 @@ def test_no_client_starts_and_stops_a_local_cluster(store):
 
 
 @pytest.mark.parametrize("extra", [
-    dict(aggressive=False), dict(model="gbtn"), dict(n_chains=2),
+    dict(sampler="plain"), dict(sampler="aggressive"), dict(sampler="search"),
+    dict(model="gbtn"), dict(n_chains=2), dict(n_tries="all", acceptance="barker"),
     dict(refine_sweeps=3, w_estimate="map"), dict(init="sketch"),
-], ids=["plain", "gbtn", "two-chains", "refine-map", "sketch-init"])
+], ids=["plain", "aggressive", "search", "gbtn", "two-chains", "all-tries", "refine-map",
+        "sketch-init"])
 def test_engine_matches_memory_backend_bitwise_in_one_tile(extra):
     A = _matrix(2)
     kw = {k: v for k, v in KW.items() if k != "checkpoint_every"} | extra

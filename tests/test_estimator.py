@@ -17,11 +17,12 @@ def data():
     return C @ W + 0.05 * rng.standard_normal((60, 25))
 
 
-@pytest.fixture(params=[("gbt", True), ("gbt", False), ("gbtn", True), ("gbtn", False)],
-                ids=lambda p: f"{p[0]}-{'aggr' if p[1] else 'plain'}")
+@pytest.fixture(params=[("gbt", "collapsed"), ("gbt", "plain"), ("gbtn", "collapsed"),
+                        ("gbtn", "aggressive"), ("gbt", "search")],
+                ids=lambda p: f"{p[0]}-{p[1]}")
 def fitted(request, data):
-    model, aggressive = request.param
-    est = BayesianID(3, model=model, aggressive=aggressive, random_state=1, **FAST)
+    model, sampler = request.param
+    est = BayesianID(3, model=model, sampler=sampler, random_state=1, **FAST)
     return est.fit(data)
 
 
@@ -34,7 +35,7 @@ def test_params_stored_verbatim_and_not_validated_in_init():
     est = BayesianID(0, model="nope", bounds="x")  # validated in fit, not here
     assert est.n_components == 0 and est.model == "nope" and est.bounds == "x"
     params = est.get_params()
-    assert params["model"] == "nope" and params["n_iter"] == 500 and params["thin"] == 5
+    assert params["model"] == "nope" and params["n_iter"] == 1000 and params["thin"] == 1
     est.set_params(model="gbtn")
     assert est.model == "gbtn"
     with pytest.raises(ParameterError):

@@ -8,6 +8,7 @@ arrays; ``DaskBackend`` keeps them on Dask workers. Both give the same chain.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -17,7 +18,12 @@ import numpy as np
 from ..kernels.block import (
     StepContext,
     block_aggressive,
+    block_annealed_finish,
+    block_annealed_propose,
     block_box_lstsq,
+    block_box_score,
+    block_collapsed_finish,
+    block_collapsed_score,
     block_icm,
     block_lstsq_score,
     block_lstsq_start,
@@ -27,18 +33,23 @@ from ..kernels.block import (
 )
 from ..kernels.priors import Priors
 from ..kernels.rng import CANDIDATES, CLIENT, INIT, stream
-from ..kernels.stats import barker_accept, draw_sigma2, log_barker, sse_from_stats
+from ..kernels.stats import barker_accept, choose_among, draw_sigma2, log_barker, sse_from_stats
 from ..kernels.swap import proposal_gram
 
-__all__ = ["ChainConfig", "ClientState", "ChainOutput", "run_chain", "refine", "map_estimate",
-           "lstsq_estimate",
-           "retained_iterations"]
+__all__ = ["ChainConfig", "ClientState", "ChainOutput", "run_chain", "step", "MOVES", "refine",
+           "map_estimate", "lstsq_estimate", "retained_iterations", "SAMPLERS"]
+
+#: What each ``ChainConfig.sampler`` runs per iteration (see :data:`MOVES`).
+SAMPLERS = ("collapsed", "plain", "aggressive")
 
 
 class ChainConfig(NamedTuple):
     n_components: int
     priors: Priors
-    aggressive: bool = True
+    # "collapsed": the exact swap with the slot's row integrated out; "plain": Algorithm 1
+    # (prior row); "aggressive": Algorithm 2 (swap_score "draw": the paper; "lstsq": the
+    # least-squares search)
+    sampler: str = "aggressive"
     n_iter: int = 500
     burn_in: int = 100
     thin: int = 5
@@ -50,6 +61,16 @@ class ChainConfig(NamedTuple):
     proposal_init: str = "copy"
     w_init: str = "prior"  # or "lstsq": W starts at the clipped least-squares fit for J0
     swap_score: str = "draw"  # or "lstsq": compare bases by their clipped least-squares SSE
+    n_tries: int = 1  # collapsed: candidates per slot update (>= N - K: every column)
+    acceptance: str = "barker"  # collapsed: "barker" (Gibbs over the set) or "metropolis"
+    # score every newly visited basis by its exact box-constrained least-squares SSE
+    # (point_estimate="best"); at most this many scores are remembered to skip rescoring
+    score_visited: bool = False
+    # collapsed: an annealed swap through this many intermediate distributions every
+    # ``anneal_every`` iterations (0: never)
+    n_anneal: int = 0
+    anneal_every: int = 1
+    max_scored: int = 256
 
 
 def retained_iterations(n_iter: int, burn_in: int, thin: int) -> np.ndarray:
@@ -85,6 +106,13 @@ class ClientState:
     set_counts: dict = field(default_factory=dict)  # sorted J -> retained draws
     set_best: dict = field(default_factory=dict)  # sorted J -> lowest SSE among them
     elapsed: float = 0.0
+    # every basis the chain's retained draws visited, never evicted (point_estimate="mode")
+    visits: dict = field(default_factory=dict)
+    # score_visited: the best visited basis by exact box-constrained least-squares SSE,
+    # and a bounded memo of scored bases (forgetting one only means scoring it again)
+    best_key: tuple | None = None
+    best_score: float = np.inf
+    scored: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -183,92 +211,266 @@ def initial_state(backend, cfg: ChainConfig, entropy: int, chain: int, J0=None):
             entropy=entropy, chain=chain, iteration=-1, priors=cfg.priors, sigma2=1.0, G=G,
             P2=np.linalg.pinv(G, hermitian=True)))
         score = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
-    return ClientState(iteration=0, J=J0, G=G, sse=sse, sigma2=sigma2, score=score,
-                       cached=list(first)), norm_a2, n_obs
+    st = ClientState(iteration=0, J=J0, G=G, sse=sse, sigma2=sigma2, score=score,
+                     cached=list(first))
+    if cfg.score_visited:
+        _score_current(backend, cfg, entropy, chain, st, norm_a2)
+    return st, norm_a2, n_obs
+
+
+def _move_aggressive(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retained):
+    """Algorithm 2: Barker choice between the current basis and the carried proposal,
+    a new proposal from the chosen one, sigma^2, then both W's swept."""
+    K = cfg.n_components
+    pri = cfg.priors
+    t = st.iteration
+    took = False
+    prob = np.nan
+    if st.J2 is not None:
+        if cfg.swap_score == "lstsq":
+            delta = st.score2 - st.score
+        else:
+            delta = st.sse2 - st.sse
+        took, prob = barker_accept(g, log_barker(delta, st.sigma2, cfg.temperature))
+        if took:
+            st.J, st.G, st.sse, st.score = st.J2, st.G2, st.sse2, st.score2
+    p = int(g.integers(K))
+    u, pos = _next_candidate(entropy, chain, st, backend.n_cols, st.J)
+    _ensure_cached(backend, cfg, entropy, chain, st, u, st.J)
+    st.cand_pos = pos
+    got = st.peek.get((u, took))
+    gcol, squ = got if got is not None else backend.column(u, proposal=took)
+    G2, _ = proposal_gram(st.G, p, gcol, squ)
+    J2 = st.J.copy()
+    J2[p] = u
+    # the next incoming column, for either outcome of the next swap choice: the
+    # blocks holding it return its H column with this iteration's results
+    peek = ((_next_candidate(entropy, chain, st, backend.n_cols, st.J)[0], False),
+            (_next_candidate(entropy, chain, st, backend.n_cols, J2)[0], True))
+    st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
+    record = _record(cfg, st, st.J) if retained else None
+    ls_start = cfg.proposal_init == "lstsq"
+    ls_score = cfg.swap_score == "lstsq"
+    P2 = np.linalg.pinv(G2, hermitian=True) if ls_start or ls_score else None
+    ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
+                      sigma2=st.sigma2, G=st.G, G2=G2, take2=took, p=p, u=u, record=record,
+                      P2=P2, ls_start=ls_start, ls_score=ls_score, J=st.J, peek=peek)
+    res = backend.map(block_aggressive, ctx)
+    st.peek = {}
+    for r in res:
+        st.peek.update(r[-1])
+    hw1 = sum(r[0] for r in res)
+    wgw1 = sum(r[1] for r in res)
+    hw2 = sum(r[2] for r in res)
+    wgw2 = sum(r[3] for r in res)
+    st.sse = sse_from_stats(norm_a2, hw1, wgw1)
+    st.sse2 = sse_from_stats(norm_a2, hw2, wgw2)
+    if ls_score:
+        st.score2 = sse_from_stats(norm_a2, sum(r[4] for r in res), sum(r[5] for r in res))
+    st.J2, st.G2 = J2, G2
+    return took, prob
+
+
+def _move_plain(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retained):
+    """Algorithm 1: a swap whose incoming row is a prior draw, Barker's rule on the SSE
+    change, sigma^2, then a sweep of W."""
+    K = cfg.n_components
+    pri = cfg.priors
+    t = st.iteration
+    p = int(g.integers(K))
+    u, pos = _next_candidate(entropy, chain, st, backend.n_cols, st.J)
+    _ensure_cached(backend, cfg, entropy, chain, st, u, st.J)
+    st.cand_pos = pos
+    gcol, squ = backend.column(u)
+    G2, gnew = proposal_gram(st.G, p, gcol, squ)
+    ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
+                      sigma2=st.sigma2, G=st.G, p=p, u=u, g_new=gnew, J=st.J)
+    res = backend.map(block_plain_propose, ctx)
+    d_hw = sum(r[0] for r in res)
+    d_wgw = sum(r[1] for r in res)
+    delta = -2.0 * d_hw + d_wgw
+    accepted, prob = barker_accept(g, log_barker(delta, st.sigma2, cfg.temperature))
+    if accepted:
+        st.J = st.J.copy()
+        st.J[p] = u
+        st.G = G2
+        st.sse = max(st.sse + delta, 0.0)
+    st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
+    record = _record(cfg, st, st.J) if retained else None
+    ctx = ctx._replace(sigma2=st.sigma2, G=st.G, accept=accepted, record=record)
+    res = backend.map(block_plain_finish, ctx)
+    st.sse = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
+    return accepted, prob
+
+
+def _candidate_set(entropy, chain, st: ClientState, n_cols, J, m):
+    """The candidates of one collapsed slot update: the next ``m`` distinct stream
+    entries not in J, a uniformly random m-subset of the columns outside J (every such
+    column when m >= N - K). The set is drawn the same way from either end of a move,
+    which is what makes a choice within it by the target's weights exact."""
+    inJ = set(int(j) for j in J)
+    if m >= n_cols - len(inJ):
+        return [c for c in range(n_cols) if c not in inJ], st.cand_pos
+    out = []
+    pos = st.cand_pos
+    while len(out) < m:
+        u = _candidate(entropy, chain, pos, n_cols)
+        pos += 1
+        if u not in inJ and u not in out:
+            out.append(u)
+    return out, pos
+
+
+def _ensure_rows(backend, cfg, entropy, chain, st: ClientState, S, J):
+    """The blocks hold the rows a_u^T A of every u in S after this. If any is missing,
+    one pass computes all of S (so that none is evicted by the others) and the next
+    distinct stream entries up to ``n_candidates`` rows."""
+    if all(u in st.cached for u in S):
+        return
+    n = max(cfg.n_candidates - len(S), 0)
+    more = _batch(entropy, chain, st.cand_pos, backend.n_cols, J, list(st.cached) + list(S),
+                  None, n) if n else []
+    want = list(S) + [c for c in more if c not in S]
+    backend.add_rows(want, max(cfg.max_cached_rows, len(want)))
+    cached = [c for c in st.cached if c not in want] + want
+    st.cached = cached[-max(cfg.max_cached_rows, len(want)):]
+    st.n_passes += 1
+
+
+def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retained):
+    """The exact collapsed swap (MODEL_NOTES 8), then a sweep of W and sigma^2.
+
+    Slot k is uniform; the candidates are a uniform random subset of the columns outside
+    J (:func:`_candidate_set`). Every block returns its share of each candidate's log
+    marginal with row k of W integrated out; the client picks by ``cfg.acceptance``
+    (Barker: Gibbs over {current} + candidates; Metropolis: Metropolised Gibbs); the
+    blocks then draw row k from its exact conditional if the slot changed, and sweep.
+    """
+    annealed = False
+    if cfg.n_anneal and st.iteration % cfg.anneal_every == 0:
+        annealed, _ = _move_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g,
+                                     retained)
+        _finish_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, None, annealed)
+    K = cfg.n_components
+    pri = cfg.priors
+    t = st.iteration
+    k = int(g.integers(K))
+    S, pos = _candidate_set(entropy, chain, st, backend.n_cols, st.J, cfg.n_tries)
+    _ensure_rows(backend, cfg, entropy, chain, st, S, st.J)
+    st.cand_pos = pos
+    cols = backend.columns(S)
+    g_rows = np.stack([proposal_gram(st.G, k, c, sq)[1] for c, sq in cols])
+    ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
+                      sigma2=st.sigma2, G=st.G, p=k, J=st.J, cands=tuple(int(u) for u in S),
+                      g_rows=g_rows)
+    L = np.sum([np.asarray(r) for r in backend.map(block_collapsed_score, ctx)], axis=0)
+    if cfg.temperature != 1.0:
+        L = L / cfg.temperature
+    choice, prob = choose_among(g, L, cfg.acceptance)
+    accepted = choice > 0
+    if accepted:
+        u = int(S[choice - 1])
+        st.J = st.J.copy()
+        st.J[k] = u
+        st.G = proposal_gram(st.G, k, cols[choice - 1][0], cols[choice - 1][1])[0]
+        ctx = ctx._replace(G=st.G, accept=True, u=u, choice=choice - 1)
+    record = _record(cfg, st, st.J) if retained else None
+    key = tuple(int(j) for j in np.sort(st.J))
+    box = cfg.score_visited and key not in st.scored
+    ctx = ctx._replace(record=record, box_score=box,
+                       P2=np.linalg.pinv(st.G, hermitian=True) if box else None)
+    res = backend.map(block_collapsed_finish, ctx)
+    st.sse = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
+    if box:
+        _remember_score(cfg, st, key, sse_from_stats(norm_a2, sum(r[2] for r in res),
+                                                     sum(r[3] for r in res)))
+    st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
+    return accepted or annealed, prob
+
+
+def _move_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retained):
+    """The annealed swap (nonequilibrium candidate Monte Carlo): slot k moves to a
+    uniform column u outside J while W follows through ``cfg.n_anneal`` intermediate
+    distributions; accepted with min(1, exp(work)) (``block_annealed_propose``).
+    Exact for p(J, W, sigma^2 | A); the other rows of W adapt to the new column on the
+    way, which the collapsed move, at fixed W_{-k}, cannot do."""
+    K = cfg.n_components
+    pri = cfg.priors
+    k = int(g.integers(K))
+    direction = 1 if g.random() < 0.5 else -1
+    u, pos = _next_candidate(entropy, chain, st, backend.n_cols, st.J)
+    _ensure_rows(backend, cfg, entropy, chain, st, [u], st.J)
+    st.cand_pos = pos
+    gcol, squ = backend.column(u)
+    G2, gnew = proposal_gram(st.G, k, gcol, squ)
+    T = cfg.n_anneal
+    ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=pri,
+                      sigma2=st.sigma2, G=st.G, p=k, u=u, J=st.J, g_rows=gnew[None],
+                      lambdas=tuple((t + 1) / T for t in range(T)), direction=direction)
+    work = float(sum(backend.map(block_annealed_propose, ctx)))
+    accepted = bool(g.random() < math.exp(min(work, 0.0)))
+    if accepted:
+        st.J = st.J.copy()
+        st.J[k] = u
+        st.G = G2
+    return accepted, min(1.0, math.exp(min(work, 0.0)))
+
+
+def _finish_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, record, accepted):
+    pri = cfg.priors
+    key = tuple(int(j) for j in np.sort(st.J))
+    box = cfg.score_visited and key not in st.scored
+    ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=pri,
+                      sigma2=st.sigma2, G=st.G, accept=accepted, record=record, box_score=box,
+                      P2=np.linalg.pinv(st.G, hermitian=True) if box else None)
+    res = backend.map(block_annealed_finish, ctx)
+    st.sse = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
+    if box:
+        _remember_score(cfg, st, key, sse_from_stats(norm_a2, sum(r[2] for r in res),
+                                                     sum(r[3] for r in res)))
+    st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
+
+
+#: One function per move (blackjax style): ``ChainConfig.sampler`` -> the iteration body.
+MOVES = {"aggressive": _move_aggressive, "plain": _move_plain, "collapsed": _move_collapsed}
+
+
+def _remember_score(cfg, st: ClientState, key, score):
+    if len(st.scored) >= cfg.max_scored:
+        st.scored.pop(next(iter(st.scored)))  # oldest first: only costs a rescoring
+    st.scored[key] = score
+    if score < st.best_score:
+        st.best_key, st.best_score = key, score
+
+
+def _score_current(backend, cfg, entropy, chain, st: ClientState, norm_a2):
+    """Score the current basis by its exact box-constrained least-squares SSE, unless
+    it was scored already (``cfg.score_visited``)."""
+    key = tuple(int(j) for j in np.sort(st.J))
+    if key in st.scored:
+        return
+    ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=cfg.priors,
+                      sigma2=1.0, G=st.G, P2=np.linalg.pinv(st.G, hermitian=True))
+    res = backend.map(block_box_score, ctx)
+    _remember_score(cfg, st, key, sse_from_stats(norm_a2, sum(r[0] for r in res),
+                                                 sum(r[1] for r in res)))
 
 
 def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, norm_a2, n_obs):
-    """Run iteration ``st.iteration`` and advance ``st`` in place."""
+    """Run iteration ``st.iteration`` with the move of ``cfg.sampler`` and advance ``st``
+    in place (traces, retained draws, visited bases)."""
     t = st.iteration
     g = stream(entropy, chain, t, 0, CLIENT)
-    K = cfg.n_components
-    pri = cfg.priors
     retained = t >= cfg.burn_in and (t - cfg.burn_in) % cfg.thin == 0
-    if cfg.aggressive:
-        took = False
-        prob = np.nan
-        if st.J2 is not None:
-            if cfg.swap_score == "lstsq":
-                delta = st.score2 - st.score
-            else:
-                delta = st.sse2 - st.sse
-            took, prob = barker_accept(g, log_barker(delta, st.sigma2, cfg.temperature))
-            if took:
-                st.J, st.G, st.sse, st.score = st.J2, st.G2, st.sse2, st.score2
-        p = int(g.integers(K))
-        u, pos = _next_candidate(entropy, chain, st, backend.n_cols, st.J)
-        _ensure_cached(backend, cfg, entropy, chain, st, u, st.J)
-        st.cand_pos = pos
-        got = st.peek.get((u, took))
-        gcol, squ = got if got is not None else backend.column(u, proposal=took)
-        G2, _ = proposal_gram(st.G, p, gcol, squ)
-        J2 = st.J.copy()
-        J2[p] = u
-        # the next incoming column, for either outcome of the next swap choice: the
-        # blocks holding it return its H column with this iteration's results
-        peek = ((_next_candidate(entropy, chain, st, backend.n_cols, st.J)[0], False),
-                (_next_candidate(entropy, chain, st, backend.n_cols, J2)[0], True))
-        st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
-        record = _record(cfg, st, st.J) if retained else None
-        ls_start = cfg.proposal_init == "lstsq"
-        ls_score = cfg.swap_score == "lstsq"
-        P2 = np.linalg.pinv(G2, hermitian=True) if ls_start or ls_score else None
-        ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
-                          sigma2=st.sigma2, G=st.G, G2=G2, take2=took, p=p, u=u, record=record,
-                          P2=P2, ls_start=ls_start, ls_score=ls_score, J=st.J, peek=peek)
-        res = backend.map(block_aggressive, ctx)
-        st.peek = {}
-        for r in res:
-            st.peek.update(r[-1])
-        hw1 = sum(r[0] for r in res)
-        wgw1 = sum(r[1] for r in res)
-        hw2 = sum(r[2] for r in res)
-        wgw2 = sum(r[3] for r in res)
-        st.sse = sse_from_stats(norm_a2, hw1, wgw1)
-        st.sse2 = sse_from_stats(norm_a2, hw2, wgw2)
-        if ls_score:
-            st.score2 = sse_from_stats(norm_a2, sum(r[4] for r in res),
-                                       sum(r[5] for r in res))
-        st.J2, st.G2 = J2, G2
-        accepted = took
-    else:
-        p = int(g.integers(K))
-        u, pos = _next_candidate(entropy, chain, st, backend.n_cols, st.J)
-        _ensure_cached(backend, cfg, entropy, chain, st, u, st.J)
-        st.cand_pos = pos
-        gcol, squ = backend.column(u)
-        G2, gnew = proposal_gram(st.G, p, gcol, squ)
-        ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
-                          sigma2=st.sigma2, G=st.G, p=p, u=u, g_new=gnew, J=st.J)
-        res = backend.map(block_plain_propose, ctx)
-        d_hw = sum(r[0] for r in res)
-        d_wgw = sum(r[1] for r in res)
-        delta = -2.0 * d_hw + d_wgw
-        accepted, prob = barker_accept(g, log_barker(delta, st.sigma2, cfg.temperature))
-        if accepted:
-            st.J = st.J.copy()
-            st.J[p] = u
-            st.G = G2
-            st.sse = max(st.sse + delta, 0.0)
-        st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
-        record = _record(cfg, st, st.J) if retained else None
-        ctx = ctx._replace(sigma2=st.sigma2, G=st.G, accept=accepted, record=record)
-        res = backend.map(block_plain_finish, ctx)
-        st.sse = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
+    accepted, prob = MOVES[cfg.sampler](backend, cfg, entropy, chain, st, norm_a2, n_obs, g,
+                                        retained)
+    if cfg.score_visited:
+        _score_current(backend, cfg, entropy, chain, st, norm_a2)
     if retained:
         # the retained draw is the state after the sweep: fix its SSE now
         key = tuple(int(j) for j in np.sort(st.J))
         st.set_best[key] = min(st.set_best[key], st.sse)
+        st.visits[key] = st.visits.get(key, 0) + 1
         st.draws_J.append(np.sort(st.J))
         st.draws_sigma2.append(st.sigma2)
         st.draws_sse.append(st.sse)

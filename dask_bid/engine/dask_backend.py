@@ -640,6 +640,16 @@ class DaskBackend:
                            key=self._key("col"), hint=self._hints[b])
         return self.ex.gather([h])[0]
 
+    def columns(self, cols, proposal=False):
+        """[(H[:, c], ||a_c||^2) for c in cols], in one round trip."""
+        self._n += 1
+        hs = []
+        for i, c in enumerate(cols):
+            b = self._owner(int(c))
+            hs.append(self.ex.submit(_column, self._held[b], int(c), bool(proposal),
+                                     key=self._key("cols", i), hint=self._hints[b]))
+        return self.ex.gather(hs)
+
     def add_rows(self, cols, max_rows):
         cols = [int(c) for c in cols]
         totals = self._group_totals(_rows_part, _sum_arrays, cols)

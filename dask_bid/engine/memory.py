@@ -13,6 +13,8 @@ import numpy as np
 from ..kernels.block import (
     block_add_rows,
     block_aggressive,
+    block_annealed_propose,
+    block_collapsed_score,
     block_column,
     block_init,
     block_plain_propose,
@@ -98,6 +100,10 @@ class MemoryBackend:
     def column(self, col, proposal=False):
         return block_column(self.states[self._owner(col)], col, proposal)
 
+    def columns(self, cols, proposal=False):
+        """[(H[:, c], ||a_c||^2) for c in cols]."""
+        return [self.column(int(c), proposal) for c in cols]
+
     def add_rows(self, cols, max_rows):
         Ac = self.A[:, cols]
 
@@ -166,7 +172,21 @@ class MaskedMemoryBackend(MemoryBackend):
         return self.norm_a2, self.n_obs
 
     def map(self, fn, ctx):
-        if fn is block_aggressive or fn is block_plain_propose:
+        if fn is block_collapsed_score:
+            # every candidate's new Gram row of slot p, per column: (m, K, nb) a block
+            XJ = self.A[:, ctx.J]
+            au = self.A[:, list(ctx.cands)]  # (M, m)
+
+            def setqs(i):
+                a, b = self.blocks[i]
+                Mb = self.maskf[:, a:b]
+                qs = np.stack([(XJ * au[:, [i]]).T @ Mb for i in range(au.shape[1])])
+                qs[:, ctx.p] = (au * au).T @ Mb
+                return block_set_mask_row(self.states[i], qs)
+
+            self.states = self._run(setqs, list(range(len(self.blocks))))
+            return super().map(fn, ctx)
+        if fn in (block_aggressive, block_plain_propose, block_annealed_propose):
             J2 = np.array(ctx.J, dtype=np.int64)
             J2[ctx.p] = ctx.u
             au = self.A[:, ctx.u]

@@ -11,7 +11,7 @@ import numpy as np
 from .chain import ChainConfig, lstsq_estimate, map_estimate, refine
 from .result import TRACE_DTYPE, BIDResult
 
-__all__ = ["chain_config", "summarise", "versions"]
+__all__ = ["chain_config", "summarise", "versions", "SAMPLER_MOVES", "n_tries_for"]
 
 
 def versions():
@@ -26,10 +26,38 @@ def versions():
     return out
 
 
-def _point_estimate(p, counts, best):
+def _point_estimate(p, outputs):
+    """The reported basis: ``"best"``, the visited basis with the lowest exact
+    box-constrained least-squares SSE (every chain scores each basis it visits, burn-in
+    included); ``"mode"``, the basis of the most retained draws (ties: lower SSE)."""
     if p["point_estimate"] == "best":
-        return min(best, key=lambda k: (best[k], -counts[k]))
-    return max(counts, key=lambda k: (counts[k], -best[k]))
+        return min((o.state.best_score, o.state.best_key) for o in outputs)[1]
+    visits, best = {}, {}
+    for o in outputs:
+        for k, v in o.state.visits.items():
+            visits[k] = visits.get(k, 0) + v
+            best[k] = min(best.get(k, np.inf), o.state.set_best.get(k, np.inf))
+    return max(visits, key=lambda k: (visits[k], -best[k]))
+
+
+#: Sweeps with the reported basis fixed when no retained draw had it and
+#: ``refine_sweeps=0``.
+FALLBACK_REFINE_SWEEPS = 20
+
+#: The public ``sampler`` option -> the chain's move and how it compares bases.
+SAMPLER_MOVES = {
+    "collapsed": ("collapsed", "draw"),
+    "plain": ("plain", "draw"),
+    "aggressive": ("aggressive", "draw"),
+    "search": ("aggressive", "lstsq"),
+}
+
+
+def n_tries_for(n_tries, n_cols: int, K: int) -> int:
+    """Candidates per collapsed slot update: ``n_tries``, or N - K for ``"all"``."""
+    if n_tries == "all":
+        return int(n_cols) - int(K)
+    return min(int(n_tries), int(n_cols) - int(K))
 
 
 #: n_candidates="auto": the candidate rows of A^T A one pass computes may take this many
@@ -50,13 +78,22 @@ def n_candidates_for(n_candidates, n_cols: int, n_iter: int) -> int:
 
 def chain_config(p, n_cols: int) -> ChainConfig:
     nc = n_candidates_for(p["n_candidates"], n_cols, p["n_iter"])
+    move, score = SAMPLER_MOVES[p["sampler"]]
+    m = n_tries_for(p.get("n_tries", 1), n_cols, p["n_components"]) if move == "collapsed" \
+        else 1
+    if move == "collapsed" and p.get("n_tries") == "all":
+        nc = max(nc, m)  # every row of A^T A once, in the first pass
     return ChainConfig(n_components=p["n_components"], priors=p["priors"],
-                       aggressive=bool(p["aggressive"]), n_iter=p["n_iter"],
+                       sampler=move, n_iter=p["n_iter"],
                        burn_in=p["burn_in"], thin=p["thin"], temperature=p["temperature"],
-                       n_candidates=nc, max_cached_rows=max(4 * nc, 16),
+                       n_candidates=nc, max_cached_rows=max(4 * nc, 16, nc + m),
                        point_estimate=p["point_estimate"], proposal_init=p["proposal_init"],
                        w_init="prior" if isinstance(p["init"], str) and p["init"] == "random"
-                       else "lstsq", swap_score=p["swap_score"])
+                       else "lstsq", swap_score=score, n_tries=m,
+                       acceptance=p.get("acceptance", "barker"),
+                       score_visited=p["point_estimate"] == "best",
+                       n_anneal=int(p.get("n_anneal", 0)) if move == "collapsed" else 0,
+                       anneal_every=int(p.get("anneal_every", 1)))
 
 
 def _traced_draws(backends, key, n_keep, K, trace_cols):
@@ -87,12 +124,7 @@ def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=Non
     """
     M, N = shape
     K = p["n_components"]
-    counts, best = {}, {}
-    for o in outputs:
-        for k, v in o.state.set_counts.items():
-            counts[k] = counts.get(k, 0) + v
-            best[k] = min(best.get(k, np.inf), o.state.set_best[k])
-    key = _point_estimate(p, counts, best)
+    key = _point_estimate(p, outputs)
     cols = np.asarray(key, dtype=np.int64)
     dJ = np.stack([np.asarray(o.state.draws_J, dtype=np.int64).reshape(-1, K) for o in outputs])
     draws_w = _traced_draws(backends, key, dJ.shape[1], K, trace_cols) if len(trace_cols) \
@@ -105,6 +137,10 @@ def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=Non
             s2 += (n - 1) * sd**2 + n * mean**2
             n_tot += n
     n_refine = int(p.get("refine_sweeps", 0))
+    if n_tot == 0 and not n_refine:
+        # the reported basis has no retained draw (visited in burn-in only): its
+        # posterior of W comes from sweeps with it fixed
+        n_refine = FALLBACK_REFINE_SWEEPS
     cfg = chain_config(p, N)
     sigma2_hat = float(np.mean([np.mean(o.state.draws_sigma2) for o in outputs]))
     # the blocks of chain 0 still hold its last basis: when it is the reported one, the

@@ -16,14 +16,17 @@ from .._errors import ParameterError
 from ..kernels.priors import MODELS, Priors
 
 __all__ = ["validate_params", "POINT_ESTIMATES", "INITS", "MISSING", "PROPOSAL_INITS",
-           "W_ESTIMATES", "SWAP_SCORES", "HYPERPARAMETERS"]
+           "W_ESTIMATES", "SAMPLERS", "ACCEPTANCES", "HYPERPARAMETERS"]
 
 POINT_ESTIMATES = ("mode", "best")
 INITS = ("auto", "random", "sketch", "cpqr")
 MISSING = ("zero", "mask")
 PROPOSAL_INITS = ("copy", "lstsq")
 W_ESTIMATES = ("mean", "map", "lstsq")
-SWAP_SCORES = ("draw", "lstsq")
+#: collapsed: exact, the swapped row integrated out (default); plain: exact, Algorithm 1;
+#: aggressive: Algorithm 2 (the paper, a heuristic); search: least-squares optimisation
+SAMPLERS = ("collapsed", "plain", "aggressive", "search")
+ACCEPTANCES = ("barker", "metropolis")
 
 #: Strictly positive parameters, with what they are (for the messages) and the default.
 HYPERPARAMETERS = {
@@ -122,11 +125,28 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
     out["thin"] = _int("thin", p["thin"], 1,
                        hint=" It keeps every thin-th draw; use thin=1 to keep every draw "
                             "after burn-in.")
-    if not isinstance(p["aggressive"], (bool, np.bool_)):
+    if "aggressive" in p:
         raise ParameterError(
-            f"aggressive must be True (Algorithm 2) or False (Algorithm 1), got "
-            f"{p['aggressive']!r}.")
-    out["aggressive"] = bool(p["aggressive"])
+            "aggressive= was replaced by sampler=: use sampler='aggressive' (Algorithm 2), "
+            "'plain' (Algorithm 1), 'collapsed' (exact, the default) or 'search'.")
+    out["sampler"] = _choice("sampler", p["sampler"], SAMPLERS,
+                             " (collapsed: exact and mixing; plain: Algorithm 1; aggressive: "
+                             "Algorithm 2, the paper; search: least-squares optimisation)")
+    if isinstance(p["n_tries"], str) and p["n_tries"].lower() == "all":
+        out["n_tries"] = "all"
+    else:
+        out["n_tries"] = _int(
+            "n_tries", p["n_tries"], 1,
+            hint=" It is the number of candidate columns per collapsed slot update, or "
+                 "'all' (every column: the slot's full conditional).")
+    out["n_anneal"] = _int("n_anneal", p["n_anneal"], 0,
+                           hint=" It is the number of intermediate distributions of the "
+                                "annealed swap; 0 for none.")
+    out["anneal_every"] = _int("anneal_every", p["anneal_every"], 1,
+                               hint=" It is how often (in iterations) an annealed swap runs.")
+    out["acceptance"] = _choice("acceptance", p["acceptance"], ACCEPTANCES,
+                                " (barker: Gibbs over the candidate set; metropolis: "
+                                "Metropolised Gibbs)")
     bounds = p["bounds"]
     try:
         if isinstance(bounds, (str, bytes)) or len(bounds) != 2:
@@ -194,8 +214,10 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
             "refine_sweeps", p["refine_sweeps"], 0,
             hint=" It is the number of sweeps of W with the reported basis fixed; 0 for none.")
     if "swap_score" in p:
-        out["swap_score"] = _choice("swap_score", p["swap_score"], SWAP_SCORES,
-                                    " (how proposed bases are compared)")
+        raise ParameterError(
+            "swap_score= was replaced by sampler=: swap_score='lstsq' is sampler='search' "
+            "(an optimisation, not a posterior sampler); swap_score='draw' is "
+            "sampler='aggressive'.")
     if "w_estimate" in p:
         out["w_estimate"] = _choice("w_estimate", p["w_estimate"], W_ESTIMATES,
                                     " (posterior mean or mode of W for the reported basis, or its "

@@ -22,9 +22,14 @@ __all__ = ["BayesianID"]
 class BayesianID:
     """Bayesian interpolative decomposition A ~ A[:, J] W, every |W| <= 1 (Lu, 2022).
 
-    Gibbs sampling of the GBT or GBTN model: W has a truncated-normal prior on
-    ``bounds``, sigma^2 an inverse-gamma prior, and the basis J moves by column
-    swaps accepted with Barker's probability.
+    Markov chain Monte Carlo for the GBT or GBTN model: W has a truncated-normal (GTN)
+    prior on ``bounds``, sigma^2 an inverse-gamma prior, J is uniform over the sets of K
+    columns, and A = A[:, J] W + Gaussian noise of variance sigma^2. W and sigma^2 are
+    drawn from their exact full conditionals (Gibbs sampling); the basis J moves by
+    column swaps. A GTN(mu, 1/tau, a, b) is a normal with mean mu and precision tau
+    restricted to [a, b]; GTNSNG is the paper's hyperprior on (mu, tau) (a normal for mu,
+    a gamma for tau). Barker's rule accepts a move with probability o / (1 + o), o the
+    odds of the move under the target.
 
     Parameters
     ----------
@@ -33,12 +38,42 @@ class BayesianID:
     model : {"gbt", "gbtn"}, default="gbt"
         GBT fixes the GTN parent mean and precision of every entry (``mu``, ``tau``);
         GBTN gives them the GTNSNG hyperprior (``mu_mu``, ``tau_mu``, ``alpha_t``, ``beta_t``).
-    aggressive : bool, default=True
-        The paper's aggressive sampler (Algorithm 2: a proposal basis with its own W is
-        carried along) rather than the plain one (Algorithm 1).
-    n_iter : int, default=500
-    burn_in : int, default=100
-    thin : int, default=5
+    sampler : {"collapsed", "plain", "aggressive", "search"}, default="collapsed"
+        How the basis J moves; what each chain targets:
+
+        - ``"collapsed"``: exact. Each iteration picks a slot k of J and a random set of
+          ``n_tries`` columns outside J, and chooses among them and the slot's current
+          column by their marginal likelihood with row k of W integrated out (closed
+          form); row k is then drawn from its exact conditional, W swept, sigma^2 drawn.
+          The chain targets the posterior p(J, W, sigma^2 | A) of the paper's model.
+        - ``"plain"``: the paper's Algorithm 1, exact for the same posterior, but the
+          incoming column's row of W is a prior draw, so swaps are rarely accepted: the
+          chain barely moves on real data.
+        - ``"aggressive"``: the paper's Algorithm 2, reproduced bit for bit
+          (``PAPER_SETTINGS``). Barker's rule on the SSE of two independent W draws is not
+          a Metropolis-Hastings ratio: the chain has no known stationary distribution.
+        - ``"search"``: an optimisation, not a sampler: Algorithm 2 comparing bases by the
+          SSE S(J) of their clipped least-squares W. At fixed sigma^2 the basis chain is
+          reversible for exp(-S(J) / 2 sigma^2), a profile likelihood, not p(J | A).
+
+        ``inclusion_probability_``, R-hat and ESS are posterior quantities for
+        ``"collapsed"`` and ``"plain"`` only; for the others they describe the search.
+    n_tries : int or "all", default=8
+        ``sampler="collapsed"``: candidate columns per slot update (capped at N - K). One
+        candidate with ``acceptance="barker"`` is the single-proposal move of MODEL_NOTES
+        section 8; more candidates move further per iteration at O(K N) each; "all"
+        draws the slot from its full conditional (needs every row of A^T A: 8 N^2 bytes).
+    acceptance : {"metropolis", "barker"}, default="metropolis"
+        ``sampler="collapsed"``: "barker" draws the slot among {current} + candidates in
+        proportion to their weights (Gibbs over the set; Barker's rule for one candidate);
+        "metropolis" proposes a candidate in proportion to its weight and accepts with
+        min(1, (Z - w_current) / (Z - w_candidate)) (Metropolised Gibbs, which moves more
+        often). Both leave the posterior invariant.
+    n_iter : int, default=1000
+        Iterations of the chain (one slot update, one sweep of W, one sigma^2 draw each).
+    burn_in : int, default=200
+        Iterations discarded first.
+    thin : int, default=1
         Draws ``burn_in, burn_in + thin, ...`` are retained.
     bounds : (float, float), default=(-1.0, 1.0)
         (a, b) bounds of every W entry; (-2, 2) gives the paper's weak ID.
@@ -85,12 +120,6 @@ class BayesianID:
         box-constrained least squares, the W with |W| <= 1 that minimises
         ||A - C W||^2 (the posterior mode under a flat prior on the box; the lowest
         error any W with the bounds can reach with this basis).
-    swap_score : {"draw", "lstsq"}, default="lstsq"
-        Aggressive sampler: what the Barker choice between the current and the proposed
-        basis compares. "draw" (the paper) compares the SSE of their sampled W's, which
-        favours whichever W happens to be closer to its optimum; "lstsq" compares the SSE
-        of each basis's least-squares W clipped to ``bounds`` (like with like, O(K^2 N)
-        extra per iteration). W itself is sampled the same way in both.
     random_state : None, int, SeedSequence or Generator
 
     Attributes
@@ -139,17 +168,22 @@ class BayesianID:
     (3, 12)
     """
 
-    def __init__(self, n_components, *, model="gbt", aggressive=True, n_iter=500, burn_in=100,
-                 thin=5, bounds=(-1.0, 1.0), alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0,
+    def __init__(self, n_components, *, model="gbt", sampler="collapsed", n_tries=8,
+                 acceptance="metropolis", n_anneal=0, anneal_every=1, n_iter=1000,
+                 burn_in=200, thin=1,
+                 bounds=(-1.0, 1.0), alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0,
                  mu_mu=0.0, tau_mu=0.1, alpha_t=1.0, beta_t=1.0, init="auto",
                  point_estimate="best", temperature=1.0, n_chains=1, proposal_init="copy",
                  n_candidates="auto",
                  block_size=None, n_threads=2, missing="zero", n_trace_columns=10,
-                 refine_sweeps=20, w_estimate="lstsq", swap_score="lstsq",
-                 random_state=None):
+                 refine_sweeps=20, w_estimate="lstsq", random_state=None):
         self.n_components = n_components
         self.model = model
-        self.aggressive = aggressive
+        self.sampler = sampler
+        self.n_tries = n_tries
+        self.acceptance = acceptance
+        self.n_anneal = n_anneal
+        self.anneal_every = anneal_every
         self.n_iter = n_iter
         self.burn_in = burn_in
         self.thin = thin
@@ -174,7 +208,6 @@ class BayesianID:
         self.n_trace_columns = n_trace_columns
         self.refine_sweeps = refine_sweeps
         self.w_estimate = w_estimate
-        self.swap_score = swap_score
         self.random_state = random_state
 
     def get_params(self, deep=True):

@@ -18,11 +18,13 @@ from .result import BIDResult
 __all__ = ["bayesian_id", "DEFAULTS", "PAPER_SETTINGS"]
 
 DEFAULTS = dict(
-    model="gbt", aggressive=True, n_iter=500, burn_in=100, thin=5, bounds=(-1.0, 1.0),
+    model="gbt", sampler="collapsed", n_tries=8, acceptance="metropolis", n_anneal=0,
+    anneal_every=1, n_iter=1000,
+    burn_in=200, thin=1, bounds=(-1.0, 1.0),
     alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0, mu_mu=0.0, tau_mu=0.1, alpha_t=1.0,
     beta_t=1.0, init="auto", point_estimate="best", temperature=1.0, n_chains=1,
     proposal_init="copy", n_candidates="auto", block_size=None, n_threads=2, missing="zero",
-    n_trace_columns=10, refine_sweeps=20, w_estimate="lstsq", swap_score="lstsq",
+    n_trace_columns=10, refine_sweeps=20, w_estimate="lstsq",
     random_state=None,
 )
 
@@ -33,8 +35,9 @@ AUTO_CPQR_MAX_COLUMNS = 10_000
 AUTO_CPQR_MAX_FLOPS = 2e11
 
 #: The paper's exact sampler and summary (Lu 2022): pass as ``BayesianID(K, **PAPER_SETTINGS)``.
-PAPER_SETTINGS = dict(init="random", proposal_init="copy", point_estimate="mode",
-                      w_estimate="mean", refine_sweeps=0, swap_score="draw")
+PAPER_SETTINGS = dict(sampler="aggressive", n_iter=500, burn_in=100, thin=5, init="random",
+                      proposal_init="copy", point_estimate="mode", w_estimate="mean",
+                      refine_sweeps=0)
 
 
 def A_shape(A):

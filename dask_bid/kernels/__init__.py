@@ -6,6 +6,9 @@ from .block import (
     block_add_rows,
     block_aggressive,
     block_box_lstsq,
+    block_box_score,
+    block_collapsed_finish,
+    block_collapsed_score,
     block_column,
     block_icm,
     block_init,
@@ -19,6 +22,7 @@ from .block import (
     block_traces,
 )
 from .boxls import box_lstsq, box_qp
+from .collapsed import draw_slot_row, log_normal_mass, slot_marginal
 from .priors import MODELS, Priors
 from .rng import root_entropy, stream
 from .stats import barker_accept, draw_sigma2, log_barker, sse_from_stats
@@ -68,6 +72,12 @@ __all__ = [
     "block_aggressive",
     "block_plain_propose",
     "block_plain_finish",
+    "block_collapsed_score",
+    "block_collapsed_finish",
+    "block_box_score",
+    "slot_marginal",
+    "draw_slot_row",
+    "log_normal_mass",
     "block_lstsq_start",
     "block_lstsq_score",
     "block_icm",

@@ -15,8 +15,9 @@ from typing import NamedTuple
 import numpy as np
 
 from .boxls import box_lstsq
+from .collapsed import candidate_terms, draw_slot_row, slot_marginal, slot_terms
 from .priors import Priors
-from .rng import PRIOR, SWEEP, SWEEP2, stream
+from .rng import ANNEAL, PRIOR, SLOT, SWEEP, SWEEP2, stream
 from .swap import swap_delta, swap_delta_masked, swapped_grams, swapped_h
 from .sweep import draw_hyper_block, draw_prior_block, sweep_block
 
@@ -29,6 +30,11 @@ __all__ = [
     "block_aggressive",
     "block_plain_propose",
     "block_plain_finish",
+    "block_collapsed_score",
+    "block_collapsed_finish",
+    "block_box_score",
+    "block_annealed_propose",
+    "block_annealed_finish",
     "block_lstsq_start",
     "block_lstsq_score",
     "block_icm",
@@ -93,6 +99,17 @@ class StepContext(NamedTuple):
     # either outcome of its swap choice, so that it needs no round trip of its own
     peek: tuple = ()
     perm: np.ndarray | None = None  # block_rebase: new slot order as indices of the old
+    # collapsed swap: the candidate columns for slot p, and for each the new row p of G
+    # (C'^T a_u with entry p = ||a_u||^2); ``choice`` indexes ``cands`` (-1: none taken)
+    cands: tuple = ()
+    g_rows: np.ndarray | None = None
+    choice: int = -1
+    # after the sweep, also return the quadratics of the basis's box-constrained
+    # least-squares W (pinv(G) in P2): the exact score of a newly visited basis
+    box_score: bool = False
+    # annealed swap: the path's lambdas (0 < ... < 1) and the sweep direction (+1 / -1)
+    lambdas: tuple = ()
+    direction: int = 1
 
 
 def _local(state, col):
@@ -244,6 +261,169 @@ def block_plain_finish(state: BlockState, ctx: StepContext):
     new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, W2=None, Mu2=None, Tau2=None, Gn=Gn,
                          mrow=None)
     return _record(new, W, ctx.record), (hw, wgw)
+
+
+def _slot_prior(state: BlockState, priors: Priors, k: int):
+    # GBTN conditions on the slot's own (mu, tau) row; GBT's are constants
+    if state.Mu is None:
+        return priors.mu, priors.tau
+    return state.Mu[k], state.Tau[k]
+
+
+def block_collapsed_score(state: BlockState, ctx: StepContext):
+    """Collapsed swap, first half: this block's share of the log marginal L(c) of slot
+    ``ctx.p`` for the column it holds now and for each candidate in ``ctx.cands``
+    (row p of W integrated out, the other rows and sigma^2 fixed; MODEL_NOTES 8).
+
+    Returns the unchanged state and an array of ``1 + len(ctx.cands)`` partial sums,
+    the current column first. Masked: ``state.mrow`` holds the candidates' new Gram
+    rows, (len(cands), K, nb).
+    """
+    k = ctx.p
+    pri = ctx.priors
+    mu, tau = _slot_prior(state, pri, k)
+    out = np.empty(1 + len(ctx.cands))
+    g, h = slot_terms(ctx.G, state.H, state.W, k, state.Gn)
+    out[0] = slot_marginal(g, h, mu, tau, ctx.sigma2, pri.a, pri.b)
+    for i, u in enumerate(ctx.cands):
+        q = None if state.Gn is None else state.mrow[i]
+        g, h = candidate_terms(ctx.g_rows[i], _row_of(state, u), state.W, k, q)
+        out[1 + i] = slot_marginal(g, h, mu, tau, ctx.sigma2, pri.a, pri.b)
+    return state, out
+
+
+def block_collapsed_finish(state: BlockState, ctx: StepContext):
+    """Collapsed swap, second half, then one Gibbs sweep of W (and GBTN's mu, tau).
+
+    When ``ctx.accept``, slot ``ctx.p`` takes ``ctx.u`` (candidate ``ctx.choice``): row
+    p of H becomes the cached row a_u^T A[:, block] and row p of W is drawn from its
+    exact conditional given the other rows, which completes the Metropolis-Hastings
+    proposal whose ratio :func:`block_collapsed_score` gave. ``ctx.G`` is the Gram of
+    the basis after the decision. Returns the new state and (hw, wgw), followed with
+    ``ctx.box_score`` by the quadratics of the basis's box-constrained least squares.
+    """
+    W, H, Mu, Tau = state.W.copy(), state.H, _copy(state.Mu), _copy(state.Tau)
+    Gn = state.Gn
+    k = ctx.p
+    pri = ctx.priors
+    if ctx.accept:
+        q = None if Gn is None else state.mrow[ctx.choice]
+        row_u = _row_of(state, ctx.u)
+        g, h = candidate_terms(ctx.g_rows[ctx.choice], row_u, W, k, q)
+        mu, tau = _slot_prior(state, pri, k)
+        gen = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SLOT)
+        W[k] = draw_slot_row(gen, g, h, mu, tau, ctx.sigma2, pri.a, pri.b)
+        H = swapped_h(H, k, row_u)
+        if Gn is not None:
+            Gn = swapped_grams(Gn, k, q)
+    gen = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SWEEP)
+    hw, wgw = _sweep_with_hyper(gen, ctx.G, H, W, Mu, Tau, ctx.sigma2, pri, Gn)
+    new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, Gn=Gn, mrow=None)
+    out = (hw, wgw)
+    if ctx.box_score:
+        out = out + _box_quadratics(new, ctx)
+    return _record(new, W, ctx.record), out
+
+
+def _delta_sse(H, W, k, row_u, d, Gn=None, q=None):
+    # SSE under J' minus SSE under J at W, per column summed: J' differs from J in slot
+    # k only, so H in row k (row_u - H_k) and G in row/column k (d = g' - G_k)
+    x = W[k]
+    lin = -2.0 * float((row_u - H[k]) @ x)
+    if Gn is None:
+        quad = 2.0 * float(x @ (d @ W)) - d[k] * float(x @ x)
+    else:
+        D = q - Gn[:, k, :].T  # (K, nb): per-column g' - G_k
+        quad = 2.0 * float(x @ np.einsum("ln,ln->n", D, W)) - float((D[k] * x) @ x)
+    return lin + quad
+
+
+def _directed_sweep(gen, G, H, W, Mu, Tau, sigma2, priors, Gn, direction):
+    # a sweep in slot order (+1) or in reverse (-1): the time reversal of one is the
+    # other, which keeps the annealed proposal symmetric
+    if direction > 0:
+        return sweep_block(gen, G, H, W, sigma2, priors, Mu, Tau, Gn=Gn)
+    r = slice(None, None, -1)
+    Wr = W[r].copy()
+    out = sweep_block(gen, G[r][:, r], H[r], Wr, sigma2, priors,
+                      None if Mu is None else Mu[r], None if Tau is None else Tau[r],
+                      Gn=None if Gn is None else np.ascontiguousarray(Gn[:, r][:, :, r]))
+    W[...] = Wr[r]
+    return out
+
+
+def block_annealed_propose(state: BlockState, ctx: StepContext):
+    """Annealed swap (nonequilibrium candidate Monte Carlo, Nilmeier et al. 2011), the
+    proposal half: slot ``ctx.p`` moves from its column to ``ctx.u`` through the
+    distributions pi_lambda(W) proportional to p(W) L_J(W)^(1 - lambda) L_J'(W)^lambda
+    (sigma^2, GBTN's mu and tau fixed). Each step adds (lambda_t - lambda_{t-1}) times
+    the log-likelihood change at the current W to the work, then sweeps W under
+    pi_lambda_t (a Gaussian likelihood with the interpolated G and H: the ordinary
+    sweep). Returns the state holding the path's end W in ``W2`` and this block's work.
+    The client accepts with min(1, exp(total work)), which is exact because the
+    reversed path, with reversed sweeps, is the proposal from the other end.
+    """
+    k, pri = ctx.p, ctx.priors
+    row_u = _row_of(state, ctx.u)
+    g_new = ctx.g_rows[0]
+    d = g_new - ctx.G[k]
+    Gn = state.Gn
+    q = None if Gn is None else state.mrow
+    H2 = swapped_h(state.H, k, row_u)
+    G2 = ctx.G.copy()
+    G2[k, :] = g_new
+    G2[:, k] = g_new
+    Gn2 = None if Gn is None else swapped_grams(Gn, k, q)
+    W = state.W.copy()
+    gen = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, ANNEAL)
+    work = 0.0
+    lam0 = 0.0
+    inv = 1.0 / (2.0 * ctx.sigma2)
+    for lam in ctx.lambdas:
+        work -= (lam - lam0) * inv * _delta_sse(state.H, W, k, row_u, d, Gn, q)
+        lam0 = lam
+        if lam >= 1.0:
+            break
+        G_l = (1.0 - lam) * ctx.G + lam * G2
+        H_l = (1.0 - lam) * state.H + lam * H2
+        Gn_l = None if Gn is None else (1.0 - lam) * Gn + lam * Gn2
+        _directed_sweep(gen, G_l, H_l, W, state.Mu, state.Tau, ctx.sigma2, pri, Gn_l,
+                        ctx.direction)
+    return state._replace(W2=W, H2=H2, Gn2=Gn2), work
+
+
+def block_annealed_finish(state: BlockState, ctx: StepContext):
+    """Annealed swap, second half: adopt the path's end if ``ctx.accept`` (slot p holds
+    u, W is the end of the path), then one Gibbs sweep of W (and GBTN's mu, tau) under
+    the resulting basis. Returns the new state and (hw, wgw), with ``ctx.box_score``
+    also the quadratics of the basis's box-constrained least squares."""
+    if ctx.accept:
+        W, H, Gn = state.W2.copy(), state.H2, state.Gn2
+    else:
+        W, H, Gn = state.W.copy(), state.H, state.Gn
+    Mu, Tau = _copy(state.Mu), _copy(state.Tau)
+    # its own stream: the collapsed move sweeps again in the same iteration with SWEEP,
+    # and two sweeps on the same random numbers are not two Gibbs sweeps
+    gen = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, SWEEP2)
+    hw, wgw = _sweep_with_hyper(gen, ctx.G, H, W, Mu, Tau, ctx.sigma2, ctx.priors, Gn)
+    new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, Gn=Gn, W2=None, H2=None, Gn2=None,
+                         mrow=None)
+    out = (hw, wgw)
+    if ctx.box_score:
+        out = out + _box_quadratics(new, ctx)
+    return _record(new, W, ctx.record), out
+
+
+def _box_quadratics(state: BlockState, ctx: StepContext):
+    Wb = box_lstsq(ctx.G, state.H, a=ctx.priors.a, b=ctx.priors.b, P=ctx.P2, W0=state.W,
+                   Gn=state.Gn)
+    return _quadratics(ctx.G, state.Gn, state.H, Wb)
+
+
+def block_box_score(state: BlockState, ctx: StepContext):
+    """(<H, W_box>, <W_box, G W_box>) for the current basis's exact box-constrained
+    least-squares W (``ctx.P2`` = pinv(G)); the state is unchanged."""
+    return state, _box_quadratics(state, ctx)
 
 
 def _quadratics(G, Gn, H, W):

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["root_entropy", "stream", "CLIENT", "SWEEP", "PRIOR", "CANDIDATES", "INIT", "SWEEP2"]
+__all__ = ["root_entropy", "stream", "CLIENT", "SWEEP", "PRIOR", "CANDIDATES", "INIT", "SWEEP2",
+           "SLOT", "ANNEAL"]
 
 # purposes: the last element of the spawn key
-CLIENT, SWEEP, SWEEP2, PRIOR, CANDIDATES, INIT = 0, 1, 2, 3, 4, 5
+CLIENT, SWEEP, SWEEP2, PRIOR, CANDIDATES, INIT, SLOT, ANNEAL = 0, 1, 2, 3, 4, 5, 6, 7
 
 
 def root_entropy(random_state) -> int:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-__all__ = ["sse_from_stats", "draw_sigma2", "barker_accept", "log_barker"]
+__all__ = ["sse_from_stats", "draw_sigma2", "barker_accept", "log_barker", "choose_among"]
 
 
 def sse_from_stats(norm_a2: float, hw: float, wgw: float) -> float:
@@ -44,3 +44,36 @@ def barker_accept(gen: np.random.Generator, log_odds: float) -> tuple[bool, floa
         e = math.exp(log_odds)
         p = e / (1.0 + e)
     return bool(gen.random() < p), p
+
+
+def choose_among(gen: np.random.Generator, log_weights, rule: str = "barker"):
+    """Pick index 0 (stay) or i >= 1 (move to candidate i) given log target weights.
+
+    ``"barker"``: a draw from the weights normalised over the whole set (Gibbs over the
+    set; with one candidate, Barker's rule). ``"metropolis"``: Metropolised Gibbs
+    (Liu 1996): propose i >= 1 with probability proportional to its weight, accept with
+    min(1, (Z - w_0) / (Z - w_i)), Z the total; with one candidate, Metropolis-Hastings.
+    Both leave the weights invariant when the set is chosen symmetrically.
+    Returns (index, probability of leaving index 0).
+    """
+    lw = np.asarray(log_weights, dtype=np.float64)
+    top = lw.max()
+    w = np.exp(lw - top)
+    if rule == "barker":
+        p = w / w.sum()
+        i = int(np.searchsorted(np.cumsum(p), gen.random() * 1.0, side="right"))
+        return min(i, lw.size - 1), float(1.0 - p[0])
+    rest = w[1:]
+    if rest.sum() == 0.0:  # every candidate below 1e-308 of the current column
+        return 0, 0.0
+    q = rest / rest.sum()
+    i = 1 + min(int(np.searchsorted(np.cumsum(q), gen.random(), side="right")), rest.size - 1)
+    # acceptance (Z - w_0) / (Z - w_i) = sum_{j>=1} w_j / sum_{j != i} w_j; the
+    # denominator of the chosen i summed without cancellation (it is 0 only when w_i is
+    # the sole positive weight, where the ratio is +inf: accept)
+    others = w[0] + rest[: i - 1].sum() + rest[i:].sum()
+    acc_i = 1.0 if others == 0.0 else min(1.0, rest.sum() / others)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        acc = np.where(w.sum() - rest > 0, np.minimum(1.0, rest.sum() / (w.sum() - rest)), 1.0)
+    move = float(np.dot(q, acc))
+    return (i if gen.random() < acc_i else 0), move
