@@ -366,8 +366,9 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path):
 
     d, _, _ = data
     out = tmp_path / "r.zarr"
-    # long enough (a few seconds) that the interrupt lands mid-fit on a fast machine
-    base = ["fit", d / "a.npy", "--k", "3", "--out", out, "--n-iter", "1000", "--burn-in",
+    # long enough (400 iterations: about 1 s on a fast machine, 15 s on a busy one) that the
+    # interrupt lands mid-fit; short enough that the three fits stay quick
+    base = ["fit", d / "a.npy", "--k", "3", "--out", out, "--n-iter", "400", "--burn-in",
             "10", "--seed", "3", "--scheduler", "synchronous", "--checkpoint-every", "5"]
     p = subprocess.Popen([sys.executable, "-m", "dask_bid.interface.cli", *map(str, base)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

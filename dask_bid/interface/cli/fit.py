@@ -126,7 +126,6 @@ def _nan_message(exc, src) -> str:
 
 
 def run(args):
-    from ..._errors import NonFiniteInputError
     from ..functional import bayesian_id
     from .runtime import choose_scheduler, compile_kernels, local_cluster
 
@@ -160,19 +159,37 @@ def run(args):
                 f"zero; recorded in {src})", quiet=args.quiet)
     client, where = choose_scheduler(args.scheduler, shape)
     say(f"scheduler    {where}", quiet=args.quiet)
-    if client is None or client == "synchronous":  # the kernels compile on this machine
-        say("kernels      compiling (numba, first run only) ...", quiet=args.quiet)
-        dt = compile_kernels(params)
-        if dt is not None:
-            say(f"kernels      ready in {dt:.1f} s (cached in "
-                f"{os.environ.get('NUMBA_CACHE_DIR', 'numba cache')})", quiet=args.quiet)
-    t0 = time.perf_counter()
     full = _full_params(params)
     cluster = local_cluster() if client is None else contextlib.nullcontext(client)
+    # the latch also covers the compilation, where numba may swallow a Ctrl-C
+    with InterruptLatch() as latch:
+        if client is None or client == "synchronous":  # the kernels compile here
+            say("kernels      compiling (numba, first run only) ...", quiet=args.quiet)
+            dt = compile_kernels(params)
+            latch.check()
+            if dt is not None:
+                say(f"kernels      ready in {dt:.1f} s (cached in "
+                    f"{os.environ.get('NUMBA_CACHE_DIR', 'numba cache')})", quiet=args.quiet)
+        t0 = time.perf_counter()
+        res = _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch)
+    wall = time.perf_counter() - t0
+    lines = result_lines(res) + [f"wall time    {wall:.1f} s (sampling, summary and output)",
+                                 f"result       {out}"]
+    if kinds:
+        for path in write_plots(res, kinds, plot_stem(out)):
+            lines.append(f"plot         {path}")
+    print_lines(lines, args.quiet)
+    return 0
+
+
+def _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch):
+    """The fit itself on ``cluster`` (a context yielding the client), with its progress
+    bar; NaN found by the engine is reported in command-line words."""
+    from ..._errors import NonFiniteInputError
+
     try:
         with cluster as client, \
-                ChainProgress(full["n_chains"] * full["n_iter"], disable=args.quiet) as bar, \
-                InterruptLatch() as latch:
+                ChainProgress(full["n_chains"] * full["n_iter"], disable=args.quiet) as bar:
             def callback(state):
                 latch.check()
                 bar(state)
@@ -182,14 +199,7 @@ def run(args):
                               checkpoint_every=args.checkpoint_every, callback=callback)
     except NonFiniteInputError as exc:
         raise CLIError(_nan_message(exc, src)) from exc
-    wall = time.perf_counter() - t0
-    lines = result_lines(res) + [f"wall time    {wall:.1f} s (sampling, summary and output)",
-                                 f"result       {out}"]
-    if kinds:
-        for path in write_plots(res, kinds, plot_stem(out)):
-            lines.append(f"plot         {path}")
-    print_lines(lines, args.quiet)
-    return 0
+    return res
 
 
 def add_parser(sub):
