@@ -533,3 +533,16 @@ def test_state_format_refuses_types_outside_dask_bid(tmp_path):
     g["ok"].attrs["dask_bid_state"] = meta
     with pytest.raises(CheckpointError, match="unknown state type 'os:system'"):
         load_state(g, "ok")
+
+
+def test_cli_missing_chunks_refused_then_allowed(store, tmp_path, capsys):
+    os.remove(os.path.join(store, "c", "1", "0"))
+    out = tmp_path / "r.zarr"
+    assert _cli("fit", store, "--k", 3, "--out", out, "--n-iter", 20, "--burn-in", 5,
+                "--quiet") == 2
+    err = capsys.readouterr().err
+    assert "chunks missing (c/1/0)" in err and "--allow-missing-chunks" in err
+    assert not out.exists()
+    assert _cli("fit", store, "--k", 3, "--out", out, "--n-iter", 20, "--burn-in", 5,
+                "--quiet", "--allow-missing-chunks") == 0
+    assert read_result(str(out)).columns.shape == (3,)

@@ -196,7 +196,8 @@ def _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch
 
             res = bayesian_id(src, args.k, **params, client=client, out=out,
                               overwrite=overwrite, resume=args.resume,
-                              checkpoint_every=args.checkpoint_every, callback=callback)
+                              checkpoint_every=args.checkpoint_every, callback=callback,
+                              allow_missing_chunks=args.allow_missing_chunks)
     except NonFiniteInputError as exc:
         raise CLIError(_nan_message(exc, src)) from exc
     return res
@@ -260,6 +261,9 @@ def add_parser(sub):
                      help="continue an interrupted fit stored at OUT")
     fit.add_argument("--overwrite", action="store_true",
                      help="replace an existing OUT (a failed fit is replaced without it)")
+    fit.add_argument("--allow-missing-chunks", action="store_true",
+                     help="accept a Zarr INPUT with chunk files missing (read as its fill "
+                     "value); refused by default, as a lost chunk would read as zeros")
     fit.add_argument("--plot", default=None, metavar="KINDS",
                      help="write plots next to OUT: comma separated among trace, autocorr, "
                      "inclusion, or all")
