@@ -178,6 +178,19 @@ def test_missing_chunk_is_refused_unless_allowed(store, tmp_path):
     assert tree_digest(store) == before
 
 
+def test_missing_chunks_of_sharded_and_zarr_v2_arrays(tmp_path):
+    sharded = zarr.create_array(store=str(tmp_path / "s.zarr"), shape=(40, 10),
+                                chunks=(10, 10), shards=(20, 10), dtype="f8")
+    sharded[:] = 1.0
+    v2 = zarr.create_array(store=str(tmp_path / "v2.zarr"), shape=(40, 10), chunks=(10, 10),
+                           dtype="f8", zarr_format=2)
+    v2[:] = 1.0
+    assert missing_chunks(sharded) == [] and missing_chunks(v2) == []
+    os.remove(tmp_path / "s.zarr" / "c" / "1" / "0")
+    os.remove(tmp_path / "v2.zarr" / "2.0")
+    assert missing_chunks(sharded) == ["c/1/0"] and missing_chunks(v2) == ["2.0"]
+
+
 def test_to_zarr_writes_every_chunk_even_all_zero_ones(tmp_path):
     path = str(tmp_path / "Z.zarr")
     A = _matrix()

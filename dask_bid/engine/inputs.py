@@ -276,7 +276,9 @@ def missing_chunks(array) -> list[str] | None:
         cut = len(prefix) + 1 if prefix else 0
         present = {k[cut:] for k in keys}
         enc = array.metadata.encode_chunk_key
-        shape = [-(-n // c) for n, c in zip(array.shape, array.chunks, strict=True)]
+        # a sharded array stores one object per shard, named like a chunk of the shard grid
+        grid = getattr(array, "shards", None) or array.chunks
+        shape = [-(-n // c) for n, c in zip(array.shape, grid, strict=True)]
         return [enc(coords) for coords in itertools.product(*(range(n) for n in shape))
                 if enc(coords) not in present]
     except Exception:
@@ -300,7 +302,8 @@ def check_chunks(src, *, allow_missing=False):
     missing = missing_chunks(src.array)
     if missing:
         total = 1
-        for n, c in zip(src.array.shape, src.array.chunks, strict=True):
+        grid = getattr(src.array, "shards", None) or src.array.chunks
+        for n, c in zip(src.array.shape, grid, strict=True):
             total *= -(-n // c)
         shown = ", ".join(missing[:4]) + (f" (+{len(missing) - 4} more)"
                                            if len(missing) > 4 else "")
