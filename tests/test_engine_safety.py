@@ -227,6 +227,18 @@ def test_extreme_values_give_the_model_in_the_users_units(e):
     np.testing.assert_array_equal(res.draws_sse, np.ldexp(ref.draws_sse, 2 * e))
 
 
+def test_tiny_values_keep_the_prior_representable():
+    """1e-210: A / 2^-700 would need beta_sigma * 2^1400; the fit computes on A * 2^500
+    instead, so sigma2 stays the prior-dominated value of the model in A's units."""
+    A = _matrix()
+    res = bayesian_id(np.ldexp(A, -700), K, **KW)
+    ref = bayesian_id(np.ldexp(A, -200), K, beta_sigma=2.0 ** 1000, **KW)
+    np.testing.assert_array_equal(res.columns, ref.columns)
+    np.testing.assert_array_equal(res.components, ref.components)
+    assert res.sigma2 == np.ldexp(ref.sigma2, -1000)
+    assert 1e-4 < res.sigma2 < 1e-2  # ~ beta_sigma / (alpha_sigma + M N / 2)
+
+
 @pytest.mark.parametrize("e", [400, -400])
 def test_extreme_values_on_the_engine(tmp_path, e):
     A = _matrix()

@@ -360,7 +360,7 @@ class _Fit:
                 # max|A| in memory is cheap: numpy input never needs the second attempt
                 with np.errstate(invalid="ignore"):
                     amax = float(np.max(np.abs(src.array)))
-                scale = scale_exponent(amax)
+                scale = scale_exponent(amax, self.p["priors"].beta_sigma)
                 if scale:
                     check_range(amax, min_nonzero_abs(src.array), scale)
             if group is not None:
@@ -373,11 +373,12 @@ class _Fit:
             try:
                 return self._attempt(scale)
             except NeedsRescale as exc:
-                scale = scale_exponent(exc.amax)
+                scale = scale_exponent(exc.amax, self.p["priors"].beta_sigma)
                 # only for such extreme input: one more reduction over A
                 check_range(exc.amax, min_nonzero_abs(src.to_dask()), scale)
                 log.warning("max|A| = %g is outside the range computed on as is; fitting "
-                            "A / 2^%d and reporting in A's units", exc.amax, scale)
+                            "A %s 2^%d and reporting in A's units", exc.amax,
+                            "/" if scale > 0 else "*", abs(scale))
                 self._set_attrs(scale_log2=scale)
                 return self._attempt(scale)
         except KeyboardInterrupt:

@@ -40,18 +40,31 @@ class NeedsRescale(Exception):
         self.amax = amax
 
 
-def scale_exponent(amax) -> int:
-    """``e`` such that A / 2^e has max|.| in [0.5, 1); 0 when max|A| is in the safe range."""
+def scale_exponent(amax, beta_sigma=1.0) -> int:
+    """``e`` of the A / 2^e the fit computes on; 0 when max|A| is in the safe range.
+
+    Normally A / 2^e has max|.| in [0.5, 1). The prior scale beta_sigma / 2^(2e) must stay
+    representable too (for tiny A it dominates sigma^2, so clamping it would change the
+    answer): ``e`` is moved towards 0 as far as that needs, while max|A / 2^e| stays in
+    [2^-SAFE_LOG2, 2^SAFE_LOG2]; only when both cannot hold is beta_sigma clamped
+    (:func:`scale_params`), for huge A, where the data outweigh it.
+    """
     amax = float(amax)
     if not math.isfinite(amax) or amax == 0.0:
         return 0
     if 2.0 ** -SAFE_LOG2 <= amax <= 2.0 ** SAFE_LOG2:
         return 0
-    return int(np.frexp(amax)[1])
+    e = int(np.frexp(amax)[1])
+    lb = math.log2(float(beta_sigma)) if beta_sigma > 0 else 0.0
+    lo, hi = math.ceil((lb - BETA_LOG2) / 2), math.floor((lb + BETA_LOG2) / 2)
+    clipped = min(max(e, lo), hi)
+    if 2.0 ** -SAFE_LOG2 <= np.ldexp(amax, -clipped) <= 2.0 ** SAFE_LOG2:
+        return clipped
+    return e
 
 
 def needs_rescale(amax) -> bool:
-    return scale_exponent(amax) != 0
+    return scale_exponent(amax) != 0  # the prior only moves a nonzero e
 
 
 class ScaledReader:
@@ -188,7 +201,7 @@ def fit_scaled_in_memory(X, p, run):
     """
     with np.errstate(invalid="ignore"):
         amax = float(np.max(np.abs(X))) if X.size else 0.0
-    e = scale_exponent(amax)
+    e = scale_exponent(amax, p["priors"].beta_sigma)
     if not e:
         return check_finite_result(run(X, p))
     check_range(amax, min_nonzero_abs(X), e)
