@@ -29,12 +29,16 @@ from dask_bid import BayesianID, bayesian_id
 from dask_bid._errors import (
     CorruptStoreError,
     DaskBidError,
+    FitFailedError,
+    IncompleteStoreError,
+    InputChangedError,
     InputDTypeError,
     InputShapeError,
     NonFiniteInputError,
     NotAnArrayError,
     OutputExistsError,
     OutputLocationError,
+    OutputLockedError,
     ParameterError,
     SchedulerUnreachableError,
     StoreNotFoundError,
@@ -567,6 +571,42 @@ def _prep_corrupt(store):
     corrupt_chunk(store, "c/1/0")
 
 
+def _prep_missing(store):
+    os.remove(os.path.join(store, "c", "1", "0"))
+
+
+def _prep_outlier(store):
+    z = zarr.open_array(store, mode="r+")
+    z[4, 4] = 1e200
+
+
+def _locked(store, tmp_path):
+    """An output whose lease a live fit on another host holds (fresh heartbeat)."""
+    import json
+    import time
+
+    from dask_bid.engine.lock import lock_path
+
+    out = str(tmp_path / "held.zarr")
+    Path(lock_path(out)).write_text(json.dumps(
+        {"host": "elsewhere", "pid": 1, "start": time.time(), "heartbeat": time.time()}))
+    return out
+
+
+def _interrupted_other(store, tmp_path):
+    """A fit of another matrix with the same shape, stopped after its first checkpoint."""
+    other = write_store(tmp_path / "other.zarr", np.ones((30, 10)) + np.eye(30, 10))
+    out = str(tmp_path / "stopped.zarr")
+
+    def stop(st):
+        if st.iteration == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bayesian_id(other, 3, out=out, checkpoint_every=3, callback=stop, **FAST, **SYNC)
+    return out
+
+
 def _existing(store, tmp_path):
     out = str(tmp_path / "res.zarr")
     zarr.open_group(out, mode="w").create_array("x", shape=(2,), dtype="f8")
@@ -587,6 +627,13 @@ INTACT = {
     "corrupt-chunk": (_prep_corrupt, lambda s, t: dict(out=str(t / "r.zarr")), CorruptStoreError),
     "resume-mismatch": (None, lambda s, t: dict(out=_finished(s, t), resume=True, n_iter=7),
                         ParameterError),
+    "missing-chunk": (_prep_missing, lambda s, t: dict(out=str(t / "r.zarr")),
+                      IncompleteStoreError),
+    "outlier-1e200": (_prep_outlier, lambda s, t: dict(out=str(t / "r.zarr")), FitFailedError),
+    "output-locked": (None, lambda s, t: dict(out=_locked(s, t), overwrite=True),
+                      OutputLockedError),
+    "resume-other-input": (None, lambda s, t: dict(out=_interrupted_other(s, t), resume=True),
+                           InputChangedError),
     "success-out": (None, lambda s, t: dict(out=str(t / "r.zarr")), None),
     "success-overwrite": (None, lambda s, t: dict(out=_finished(s, t), overwrite=True), None),
     "success-resume": (None, lambda s, t: dict(out=_finished(s, t), resume=True), None),
