@@ -571,3 +571,20 @@ def test_cli_missing_chunks_refused_then_allowed(store, tmp_path, capsys):
     assert _cli("fit", store, "--k", 3, "--out", out, "--n-iter", 20, "--burn-in", 5,
                 "--quiet", "--allow-missing-chunks") == 0
     assert read_result(str(out)).columns.shape == (3,)
+
+
+@pytest.mark.parametrize("meta", [
+    "garbage", {"status": "complete", "summary": "x", "params": [1], "input_shape": "ab"},
+    {"status": None, "summary": {"mse": [1, 2], "sigma2": {}, "elapsed": "soon"}},
+])
+def test_cli_info_survives_any_stored_attributes(store, tmp_path, capsys, meta):
+    out = str(tmp_path / "r.zarr")
+    bayesian_id(store, K, out=out, **KW, **SYNC)
+    zarr.open_group(out, mode="r+").attrs["dask_bid"] = meta
+    assert _cli("info", out) == 0
+    assert "dask_bid result" in capsys.readouterr().out
+    if isinstance(meta, dict) and meta.get("status") == "complete":
+        assert np.isnan(read_result(out).mse)  # the arrays are read, the summary is not
+    else:
+        with pytest.raises(CorruptStoreError, match="did not finish"):
+            read_result(out)

@@ -454,7 +454,7 @@ def read_result(path, *, storage_options=None):
                 "interrupted": "it was stopped before the end; continue it with resume=True"
                 }.get(status, f"status {status!r}")
         raise CorruptStoreError(f"the fit at {path!r} did not finish: {hint}.")
-    s = meta.get("summary") or {}
+    s = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
     try:
         return _read_complete(g, meta, s)
     except Exception as exc:
@@ -496,6 +496,7 @@ def _read_complete(g, meta, s):
         elapsed=_num(s.get("elapsed"), float, 0.0),
         n_samples=_num(s.get("n_samples"), int, g["C"].shape[0] if "C" in g else 0),
         n_features=_num(s.get("n_features"), int, g["W"].shape[1]),
-        params=dict(meta.get("result_params") or {}), draws_w=draws_w)
+        params=dict(meta["result_params"]) if isinstance(meta.get("result_params"), dict)
+        else {}, draws_w=draws_w)
     res.C = da.from_zarr(g["C"]) if "C" in g else None
     return res

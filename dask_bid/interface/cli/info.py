@@ -115,6 +115,13 @@ def describe_path(path) -> dict:
     if meta is None:
         return {"kind": "zarr group", "path": spath,
                 "arrays": sorted(node.array_keys()), "groups": sorted(node.group_keys())}
+    # whatever the attributes hold (a damaged or foreign file), info describes, never crashes
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    for k in ("params", "input", "summary"):
+        if k in meta and not isinstance(meta[k], dict):
+            del meta[k]
+    if not (isinstance(meta.get("input_shape"), list) and len(meta["input_shape"]) == 2):
+        meta.pop("input_shape", None)
     info = {"kind": "dask_bid result", "path": spath, "status": meta.get("status"),
             "params": meta.get("params", {}), "input": meta.get("input"),
             "input_shape": meta.get("input_shape"), "summary": meta.get("summary", {}),
