@@ -134,6 +134,38 @@ def test_same_seed_same_fit_from_cli_and_python(data, tmp_path):
     assert_same_trace(stored.trace_, res.trace)
 
 
+@pytest.mark.parametrize("flags,kw", [
+    (["--sampler", "search"], dict(sampler="search")),
+    (["--plain"], dict(sampler="plain")),
+    (["--n-tries", "all", "--acceptance", "barker", "--n-anneal", "0"],
+     dict(n_tries="all", acceptance="barker", n_anneal=0)),
+    (["--paper"], dict(sampler="aggressive", init="random", proposal_init="copy",
+                       point_estimate="mode", w_estimate="mean", refine_sweeps=0)),
+], ids=["search", "plain", "all-tries", "paper"])
+def test_sampler_flags_give_the_python_fit(data, tmp_path, flags, kw):
+    """Each sampler flag is the keyword of the same name: the CLI's chain is the one
+    ``bayesian_id`` runs with it, and the stored parameters name the sampler."""
+    d, A, _ = data
+    out = tmp_path / "r.zarr"
+    assert main(["fit", str(d / "a.npy"), "--k", "3", "--out", str(out), *FAST, "-q",
+                 *flags]) == 0
+    from dask_bid import bayesian_id
+
+    res = bayesian_id(str(tmp_path / "a.npy.zarr"), 3, n_iter=40, burn_in=10, thin=2,
+                      random_state=3, client="synchronous", **kw)
+    stored = open_result(out)
+    assert_same_trace(stored.trace_, res.trace)
+    assert stored.result_.params["sampler"] == kw.get("sampler", "collapsed")
+
+
+def test_plain_and_another_sampler_is_refused(data, tmp_path, capsys):
+    d, _, _ = data
+    rc = main(["fit", str(d / "a.npy"), "--k", "3", "--out", str(tmp_path / "r.zarr"),
+               "--plain", "--sampler", "search"])
+    assert rc == 2
+    assert_one_line_error(capsys.readouterr().err, "--plain and --sampler search disagree")
+
+
 def test_existing_output_resume_and_overwrite(data, tmp_path, capsys):
     d, _, _ = data
     out = tmp_path / "r.zarr"

@@ -153,7 +153,9 @@ def to_inference_data(result):
     attrs = {
         "inference_library": "dask_bid",
         "model": str(p.get("model", "")),
-        "aggressive": int(bool(p.get("aggressive", True))),
+        # older results recorded aggressive=True/False instead of a sampler name
+        "sampler": str(p.get("sampler") or ("aggressive" if p.get("aggressive", True)
+                                            else "plain")),
         "n_iter": int(p.get("n_iter", res.trace.shape[1])),
         "burn_in": int(p.get("burn_in", 0)),
         "thin": int(p.get("thin", 1)),

@@ -31,7 +31,9 @@ from .report import result_lines
 
 #: CLI option -> sampler parameter, for the options left to the library's default when
 #: not given
-_SAMPLER_OPTIONS = {"model": "model", "n_iter": "n_iter", "burn_in": "burn_in",
+_SAMPLER_OPTIONS = {"model": "model", "sampler": "sampler", "n_tries": "n_tries",
+                    "acceptance": "acceptance", "n_anneal": "n_anneal",
+                    "anneal_every": "anneal_every", "n_iter": "n_iter", "burn_in": "burn_in",
                     "thin": "thin", "n_chains": "n_chains", "seed": "random_state",
                     "point_estimate": "point_estimate", "w_estimate": "w_estimate",
                     "refine_sweeps": "refine_sweeps"}
@@ -48,7 +50,16 @@ def params_from_args(args) -> dict:
         if v is not None:
             params[name] = v
     if args.plain:
-        params["aggressive"] = False
+        if args.sampler not in (None, "plain"):
+            raise CLIError(f"--plain and --sampler {args.sampler} disagree: pass one of them "
+                           "(--plain is --sampler plain).")
+        params["sampler"] = "plain"
+    if isinstance(params.get("n_tries"), str) and params["n_tries"] != "all":
+        try:
+            params["n_tries"] = int(params["n_tries"])
+        except ValueError as exc:
+            raise CLIError(f"--n-tries {params['n_tries']!r}: expected a positive integer or "
+                           "all.") from exc
     if args.bounds is not None:
         params["bounds"] = tuple(args.bounds)
     if args.init is not None:
@@ -217,14 +228,30 @@ def add_parser(sub):
                      help="output Zarr group (a local path or an fsspec URL)")
     fit.add_argument("--model", choices=("gbt", "gbtn"), default=None,
                      help="GBT (default) or GBTN (hierarchical prior on W's mean/precision)")
+    fit.add_argument("--sampler", choices=("collapsed", "plain", "aggressive", "search"),
+                     default=None,
+                     help="collapsed (default): exact, the swapped row of W integrated out; "
+                     "plain: the paper's Algorithm 1, exact but rarely moves; aggressive: "
+                     "the paper's Algorithm 2 (no known target distribution); search: a "
+                     "least-squares optimisation, not a posterior sampler")
     fit.add_argument("--plain", action="store_true",
-                     help="the plain sampler (Algorithm 1) instead of the aggressive one")
+                     help="the plain sampler (Algorithm 1): the same as --sampler plain")
+    fit.add_argument("--n-tries", default=None, metavar="N",
+                     help="collapsed sampler: candidate columns per slot update, or 'all' "
+                     "(default 8)")
+    fit.add_argument("--acceptance", choices=("metropolis", "barker"), default=None,
+                     help="collapsed sampler: Metropolised Gibbs (default) or Barker/Gibbs "
+                     "choice among the candidates")
+    fit.add_argument("--n-anneal", type=nonneg_int, default=None, metavar="N",
+                     help="collapsed sampler: steps of the annealed swap (default 10; 0: none)")
+    fit.add_argument("--anneal-every", type=positive_int, default=None, metavar="N",
+                     help="collapsed sampler: iterations between annealed swaps (default 5)")
     fit.add_argument("--n-iter", type=positive_int, default=None, metavar="N",
-                     help="iterations per chain (default 500)")
+                     help="iterations per chain (default 1000)")
     fit.add_argument("--burn-in", type=nonneg_int, default=None, metavar="N",
-                     help="iterations discarded at the start of each chain (default 100)")
+                     help="iterations discarded at the start of each chain (default 200)")
     fit.add_argument("--thin", type=positive_int, default=None, metavar="N",
-                     help="keep every N-th draw after the burn-in (default 5)")
+                     help="keep every N-th draw after the burn-in (default 1)")
     fit.add_argument("--n-chains", type=positive_int, default=None, metavar="N",
                      help="independent chains, each from its own start (default 1)")
     fit.add_argument("--seed", type=nonneg_int, default=None, metavar="S",
@@ -235,8 +262,8 @@ def add_parser(sub):
     fit.add_argument("--bounds", type=float, nargs=2, default=None, metavar=("A", "B"),
                      help="bounds of W (default: -1 1; -2 2 is the weak ID)")
     fit.add_argument("--point-estimate", choices=("mode", "best"), default=None,
-                     help="reported basis: the lowest-SSE draw's (best, default) or the most "
-                     "visited (mode)")
+                     help="reported basis: the visited basis with the lowest box-constrained "
+                     "least-squares error (best, default) or the most visited (mode)")
     fit.add_argument("--w-estimate", choices=("mean", "map", "lstsq"), default=None,
                      help="reported W: box-constrained least squares (lstsq, default), "
                      "posterior mode (map) or mean")
@@ -248,8 +275,9 @@ def add_parser(sub):
                      "by 0 when converting it, the paper's fill (recorded in the converted "
                      "store); default: a NaN is refused, naming its line")
     fit.add_argument("--paper", action="store_true",
-                     help="the paper's exact choices (dask_bid.PAPER_SETTINGS: random init, "
-                     "mode basis, mean W, no refinement); other options override them")
+                     help="the paper's exact choices (dask_bid.PAPER_SETTINGS: aggressive "
+                     "sampler, 500 iterations, random init, mode basis, mean W, no "
+                     "refinement); other options override them")
     fit.add_argument("--scheduler", default=None, metavar="ADDRESS",
                      help="where the fit runs: a Dask scheduler address (tcp://host:8786), "
                      "'local' (a local cluster of 2 workers) or 'synchronous' (this "
