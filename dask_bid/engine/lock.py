@@ -9,7 +9,8 @@ replacing the output never touches it) for as long as it runs. The file records 
 Two mechanisms, so that a lock is never left stuck and never taken twice:
 
 - the file is ``flock``-ed while held: the kernel releases that when the owner dies, so a
-  killed fit on this host never blocks the next one;
+  killed fit on this host never blocks the next one (where the system or file system has
+  no ``flock``, the lease below decides alone);
 - a lease found on disk is *stale* (taken over) when its owner is on this host and its pid
   is gone, or when its heartbeat is older than :data:`STALE_SECONDS` (owners on other hosts
   sharing the file system, where ``flock`` may not reach).
@@ -110,8 +111,10 @@ class OutputLock:
     def acquire(self):
         if self.path is None:
             return self
-        import fcntl
-
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: the lease alone (pid, heartbeat) guards the output
+            fcntl = None
         for _ in range(20):
             try:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
@@ -123,13 +126,18 @@ class OutputLock:
                 raise OutputLocationError(
                     f"cannot create the output group at {self.out!r}: {why}. Choose an output "
                     "path in a directory you can write to.") from exc
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                os.close(fd)
-                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise
-                self._refuse(read_lease(self.path))
+            flocked = fcntl is not None
+            if flocked:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as exc:
+                    if exc.errno == errno.ENOLCK:  # a file system without locks
+                        flocked = False
+                    else:
+                        os.close(fd)
+                        if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                            raise
+                        self._refuse(read_lease(self.path))
             # the previous holder may have removed the file between our open and flock:
             # then we hold a lock on a dead inode, try again
             try:
@@ -140,8 +148,8 @@ class OutputLock:
                 os.close(fd)
                 continue
             lease = read_lease(self.path)
-            if (lease is not None and lease.get("host") != socket.gethostname()
-                    and not _is_stale(lease)):
+            if (lease is not None and not _is_stale(lease)
+                    and (lease.get("host") != socket.gethostname() or not flocked)):
                 # held from another host (flock may not reach it) with a fresh heartbeat;
                 # on this host the flock alone says the holder is gone
                 os.close(fd)
