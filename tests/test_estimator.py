@@ -133,17 +133,17 @@ def test_point_estimates(data, point_estimate):
 def test_paper_settings_run_and_differ_from_defaults(data):
     from dask_bid import PAPER_SETTINGS
 
-    paper = BayesianID(3, random_state=4, **PAPER_SETTINGS, **FAST).fit(data)
+    paper = BayesianID(3, random_state=4, **{**PAPER_SETTINGS, **FAST}).fit(data)
     assert paper.get_params()["init"] == "random"
     assert np.abs(paper.components_).max() <= 1.0
     default = BayesianID(3, random_state=4, **FAST).fit(data)
     assert not np.array_equal(paper.trace_["mse"], default.trace_["mse"])
 
 
-@pytest.mark.parametrize("swap_score", ["draw", "lstsq"])
+@pytest.mark.parametrize("sampler", ["aggressive", "search", "collapsed"])
 @pytest.mark.parametrize("w_estimate", ["mean", "map", "lstsq"])
-def test_swap_score_and_w_estimate_options(data, swap_score, w_estimate):
-    est = BayesianID(3, swap_score=swap_score, w_estimate=w_estimate, random_state=0,
+def test_sampler_and_w_estimate_options(data, sampler, w_estimate):
+    est = BayesianID(3, sampler=sampler, w_estimate=w_estimate, random_state=0,
                      **FAST).fit(data)
     assert np.abs(est.components_).max() <= 1.0
     direct = np.mean((data - data[:, est.columns_] @ est.components_) ** 2)

@@ -25,6 +25,7 @@ from ..kernels.block import (
     block_collapsed_finish,
     block_collapsed_score,
     block_icm,
+    block_ls_bound,
     block_lstsq_score,
     block_lstsq_start,
     block_plain_finish,
@@ -382,8 +383,8 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
     res = backend.map(block_collapsed_finish, ctx)
     st.sse = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
     if box:
-        _remember_score(cfg, st, key, sse_from_stats(norm_a2, sum(r[2] for r in res),
-                                                     sum(r[3] for r in res)))
+        _score_bounded(backend, cfg, entropy, chain, st, norm_a2, key,
+                       norm_a2 - sum(r[2] for r in res))
     st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
     return accepted or annealed, prob
 
@@ -426,8 +427,8 @@ def _finish_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, record
     res = backend.map(block_annealed_finish, ctx)
     st.sse = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
     if box:
-        _remember_score(cfg, st, key, sse_from_stats(norm_a2, sum(r[2] for r in res),
-                                                     sum(r[3] for r in res)))
+        _score_bounded(backend, cfg, entropy, chain, st, norm_a2, key,
+                       norm_a2 - sum(r[2] for r in res))
     st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
 
 
@@ -443,17 +444,34 @@ def _remember_score(cfg, st: ClientState, key, score):
         st.best_key, st.best_score = key, score
 
 
-def _score_current(backend, cfg, entropy, chain, st: ClientState, norm_a2):
-    """Score the current basis by its exact box-constrained least-squares SSE, unless
-    it was scored already (``cfg.score_visited``)."""
-    key = tuple(int(j) for j in np.sort(st.J))
-    if key in st.scored:
+def _score_bounded(backend, cfg, entropy, chain, st: ClientState, norm_a2, key, bound):
+    """Score the blocks' current basis ``key`` exactly unless its lower bound (the
+    unconstrained least-squares SSE) already rules out beating the best basis so far;
+    a ruled-out basis is remembered with its bound, which can never become the best."""
+    if bound >= st.best_score:
+        _remember_score(cfg, st, key, bound)
         return
+    P = np.linalg.pinv(st.G, hermitian=True)
     ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=cfg.priors,
-                      sigma2=1.0, G=st.G, P2=np.linalg.pinv(st.G, hermitian=True))
+                      sigma2=1.0, G=st.G, P2=P)
     res = backend.map(block_box_score, ctx)
     _remember_score(cfg, st, key, sse_from_stats(norm_a2, sum(r[0] for r in res),
                                                  sum(r[1] for r in res)))
+
+
+def _score_current(backend, cfg, entropy, chain, st: ClientState, norm_a2):
+    """Score the current basis by its exact box-constrained least-squares SSE, unless
+    it was scored already or cannot beat the best (``cfg.score_visited``)."""
+    key = tuple(int(j) for j in np.sort(st.J))
+    if key in st.scored:
+        return
+    bound = -np.inf
+    if np.isfinite(st.best_score):
+        ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration,
+                          priors=cfg.priors, sigma2=1.0, G=st.G,
+                          P2=np.linalg.pinv(st.G, hermitian=True))
+        bound = norm_a2 - sum(backend.map(block_ls_bound, ctx))
+    _score_bounded(backend, cfg, entropy, chain, st, norm_a2, key, bound)
 
 
 def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, norm_a2, n_obs):

@@ -33,6 +33,7 @@ __all__ = [
     "block_collapsed_score",
     "block_collapsed_finish",
     "block_box_score",
+    "block_ls_bound",
     "block_annealed_propose",
     "block_annealed_finish",
     "block_lstsq_start",
@@ -104,8 +105,8 @@ class StepContext(NamedTuple):
     cands: tuple = ()
     g_rows: np.ndarray | None = None
     choice: int = -1
-    # after the sweep, also return the quadratics of the basis's box-constrained
-    # least-squares W (pinv(G) in P2): the exact score of a newly visited basis
+    # after the sweep, also return <H, P2 H> (P2 = pinv(G)): ||A||^2 minus it is the
+    # unconstrained least-squares SSE, a lower bound of the basis's box-constrained SSE
     box_score: bool = False
     # annealed swap: the path's lambdas (0 < ... < 1) and the sweep direction (+1 / -1)
     lambdas: tuple = ()
@@ -300,7 +301,8 @@ def block_collapsed_finish(state: BlockState, ctx: StepContext):
     exact conditional given the other rows, which completes the Metropolis-Hastings
     proposal whose ratio :func:`block_collapsed_score` gave. ``ctx.G`` is the Gram of
     the basis after the decision. Returns the new state and (hw, wgw), followed with
-    ``ctx.box_score`` by the quadratics of the basis's box-constrained least squares.
+    ``ctx.box_score`` by this block's share of <H, pinv(G) H> (a lower bound of the basis's
+    box-constrained least-squares SSE is ||A||^2 minus the total).
     """
     W, H, Mu, Tau = state.W.copy(), state.H, _copy(state.Mu), _copy(state.Tau)
     Gn = state.Gn
@@ -396,7 +398,7 @@ def block_annealed_finish(state: BlockState, ctx: StepContext):
     """Annealed swap, second half: adopt the path's end if ``ctx.accept`` (slot p holds
     u, W is the end of the path), then one Gibbs sweep of W (and GBTN's mu, tau) under
     the resulting basis. Returns the new state and (hw, wgw), with ``ctx.box_score``
-    also the quadratics of the basis's box-constrained least squares."""
+    also this block's share of <H, pinv(G) H> (see :func:`block_collapsed_finish`)."""
     if ctx.accept:
         W, H, Gn = state.W2.copy(), state.H2, state.Gn2
     else:
@@ -410,8 +412,22 @@ def block_annealed_finish(state: BlockState, ctx: StepContext):
                          mrow=None)
     out = (hw, wgw)
     if ctx.box_score:
-        out = out + _box_quadratics(new, ctx)
+        out = out + (_ls_term(new, ctx),)
     return _record(new, W, ctx.record), out
+
+
+def _ls_term(state: BlockState, ctx: StepContext) -> float:
+    # masked: no shared Gram, so no cheap bound (-inf: always score the basis exactly)
+    if state.Gn is not None:
+        return -np.inf
+    return float(np.vdot(state.H, ctx.P2 @ state.H))
+
+
+def block_ls_bound(state: BlockState, ctx: StepContext):
+    """This block's share of <H, pinv(G) H> (``ctx.P2`` = pinv(G)); the state is
+    unchanged. ||A||^2 minus the total is the unconstrained least-squares SSE of the
+    basis, a lower bound of its box-constrained one."""
+    return state, _ls_term(state, ctx)
 
 
 def _box_quadratics(state: BlockState, ctx: StepContext):
