@@ -211,6 +211,8 @@ PARAMS = [
     (dict(sampler="yes"), "unknown sampler 'yes'"),
     (dict(n_tries=0), "n_tries must be >= 1"),
     (dict(n_tries="some"), "n_tries must be an integer"),
+    (dict(n_anneal=-1), "n_anneal must be >= 0"),
+    (dict(anneal_every=0), "anneal_every must be >= 1"),
     (dict(acceptance="mh"), "unknown acceptance 'mh'"),
     (dict(n_chains=0), "n_chains must be >= 1"),
     (dict(n_candidates=0), "n_candidates must be >= 1"),
@@ -222,7 +224,6 @@ PARAMS = [
     (dict(refine_sweeps=-1), "refine_sweeps must be >= 0"),
     (dict(w_estimate="median"),
      "unknown w_estimate 'median'; choose one of 'mean', 'map', 'lstsq'"),
-    (dict(swap_score="sse"), "unknown swap_score 'sse'; choose one of 'draw', 'lstsq'"),
 ]
 
 
@@ -232,6 +233,17 @@ def test_parameter_errors(A, kwargs, match):
     params = {**FAST, **kwargs}
     with pytest.raises(ParameterError, match=match):
         BayesianID(3, **params).fit(A)
+
+
+@pytest.mark.parametrize("legacy,match", [
+    (dict(aggressive=False), "aggressive= was replaced by sampler="),
+    (dict(swap_score="lstsq"), "swap_score='lstsq' is sampler='search'"),
+])
+def test_options_of_earlier_versions_name_their_replacement(A, legacy, match):
+    from dask_bid import bayesian_id
+
+    with pytest.raises(ParameterError, match=match):
+        bayesian_id(A, 3, **FAST, **legacy)
 
 
 def test_parameter_error_is_a_value_error(A):

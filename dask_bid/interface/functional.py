@@ -107,6 +107,9 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     """
     engine_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in ENGINE_DEFAULTS}
     unknown = set(kwargs) - set(DEFAULTS)
+    if unknown & {"aggressive", "swap_score"}:
+        # the options of earlier versions: say what replaced them
+        validate_params({**DEFAULTS, **kwargs, "n_components": n_components})
     if unknown:
         raise TypeError(f"bayesian_id() got unexpected keyword arguments {sorted(unknown)}")
     p = {**DEFAULTS, **kwargs, "n_components": n_components}
