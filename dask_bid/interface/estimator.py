@@ -69,8 +69,16 @@ class BayesianID:
         "metropolis" proposes a candidate in proportion to its weight and accepts with
         min(1, (Z - w_current) / (Z - w_candidate)) (Metropolised Gibbs, which moves more
         often). Both leave the posterior invariant.
+    n_anneal : int, default=10
+        ``sampler="collapsed"``: steps of the annealed swap (a slot moves to a random
+        column while W follows through ``n_anneal`` intermediate distributions; accepted
+        by its exact nonequilibrium Metropolis-Hastings rule); 0 turns it off. It costs
+        ``n_anneal`` sweeps of W.
+    anneal_every : int, default=5
+        ``sampler="collapsed"``: iterations between annealed swaps.
     n_iter : int, default=1000
-        Iterations of the chain (one slot update, one sweep of W, one sigma^2 draw each).
+        Iterations of each chain (one slot update, one sweep of W, one sigma^2 draw
+        each); the first ``burn_in`` are discarded. Time grows linearly with it.
     burn_in : int, default=200
         Iterations discarded first.
     thin : int, default=1
@@ -92,8 +100,13 @@ class BayesianID:
     point_estimate : {"mode", "best"}, default="best"
         How the basis J is reported; see Notes.
     temperature : float, default=1.0
-        Swap acceptance uses log-odds / temperature (1 = the paper).
+        Swap acceptance uses log-odds / temperature (1 = the paper). Any other value
+        changes the target: the chain then samples no posterior.
     n_chains : int, default=1
+        Independent chains, each from its own starting basis (with ``init="random"``) and
+        random stream; several are needed for split R-hat, and chains that disagree show
+        that the sampler has not mixed. They run side by side in threads in memory and
+        concurrently on a cluster.
     proposal_init : {"copy", "lstsq"}, default="copy"
         Aggressive sampler: the proposal's W starts as a copy of the current W (the
         paper) or as the least-squares fit for the proposed basis clipped to ``bounds``;
@@ -108,6 +121,10 @@ class BayesianID:
     n_threads : int, default=2
         Threads sweeping blocks in memory.
     missing : {"zero", "mask"}, default="zero"
+        "zero": A must be finite; NaN or infinity is refused (the paper fills missing
+        entries with 0 after standardising). "mask": a NaN is a missing entry, left out of
+        the likelihood (in memory only for now: numpy input, no ``client``/``out``);
+        infinity is still refused.
     n_trace_columns : int, default=10
         Number of evenly spaced columns whose W draws are kept for diagnostics.
     refine_sweeps : int, default=20
@@ -121,6 +138,9 @@ class BayesianID:
         ||A - C W||^2 (the posterior mode under a flat prior on the box; the lowest
         error any W with the bounds can reach with this basis).
     random_state : None, int, SeedSequence or Generator
+        The same seed gives the same chains bit for bit, whatever runs them (threads, a
+        cluster, a resumed run). With None, the entropy used is stored in
+        ``result_.params["entropy"]`` (and in ``out``), so any fit can be reproduced.
 
     Attributes
     ----------
@@ -133,7 +153,9 @@ class BayesianID:
     sigma2_ : float
         Posterior mean of the noise variance.
     inclusion_probability_ : (N,) ndarray
-        Share of retained draws in which each column is in J.
+        Share of retained draws in which each column is in J: an estimate of
+        P(column in J | A) with the exact samplers ("collapsed", "plain"); a visit
+        frequency of the search otherwise.
     trace_ : structured ndarray (n_chains, n_iter)
         Fields ``mse``, ``sigma2``, ``accepted``, ``accept_prob`` per iteration.
     mse_ : float
@@ -144,15 +166,18 @@ class BayesianID:
 
     Notes
     -----
-    The sampler is described in ``docs/model.md``. The reported basis J is the one of the
-    lowest-SSE retained draw (``"best"``) or the one visited by the most retained draws
-    (``"mode"``). W is then the box-constrained least-squares fit given J
+    The sampler is described in ``docs/model.md``. The reported basis J is the visited
+    basis (any chain, burn-in included) with the lowest exact box-constrained
+    least-squares SSE (``"best"``; never lost, however many bases are visited), or the
+    one of the most retained draws (``"mode"``: the posterior mode of J estimated by the
+    chain, with the exact samplers). W is then the box-constrained least-squares fit given J
     (``w_estimate="lstsq"``), the posterior mode given J and sigma^2 (``"map"``) or the
     posterior mean (``"mean"``: of ``refine_sweeps`` sweeps with J fixed, or of the
     chain's retained draws with that basis when ``refine_sweeps=0``).
 
-    The defaults of ``init``, ``proposal_init``, ``point_estimate``, ``w_estimate`` and
-    ``refine_sweeps`` improve the paper's search and summary (see ``docs/results.md``);
+    The defaults of ``sampler``, ``init``, ``point_estimate``, ``w_estimate`` and
+    ``refine_sweeps`` replace the paper's sampler by an exact one and improve its
+    summary (see ``docs/results.md``);
     ``dask_bid.PAPER_SETTINGS`` holds the paper's exact choices:
     ``BayesianID(K, **PAPER_SETTINGS)``.
 
@@ -232,10 +257,15 @@ class BayesianID:
         Parameters
         ----------
         A : array-like (M, N)
+            A numpy array (fitted in memory), or a dask array, ``zarr.Array``, or the
+            path or fsspec URL of a Zarr array ("A.zarr", "s3://bucket/A.zarr", with
+            ``storage_options`` for credentials), fitted out of core by streaming row
+            tiles through the Dask engine. A Zarr group is refused, naming its arrays.
         y : ignored
         **fit_kwargs
-            Engine options (``client``, ``out``, ``overwrite``, ``resume``) for
-            out-of-core input.
+            Engine options: ``client``, ``out``, ``overwrite``, ``resume``,
+            ``checkpoint_every``, ``chunks``, ``storage_options``, ``callback``,
+            ``allow_missing_chunks`` (see :func:`dask_bid.engine.fit_dask`).
 
         Returns
         -------
