@@ -41,11 +41,14 @@ def gtn_prior_logpdf(w, priors):
     return logp - np.log(z)
 
 
-def _log_joint(A, K, priors, n_quad, n_sigma, log_s2_range):
+def _log_joint(A, K, priors, n_quad, n_sigma, log_s2_range, mask=None):
     """(subsets, s grid, f[J, s]) with f = log p(A, J, sigma^2 = e^s) + s (the Jacobian
-    of s = log sigma^2), J uniform (a constant dropped)."""
+    of s = log sigma^2), J uniform (a constant dropped). ``mask``: the likelihood counts
+    the observed entries only (A holds 0 elsewhere)."""
     A = np.asarray(A, dtype=np.float64)
     M, N = A.shape
+    obs = np.ones((M, N)) if mask is None else np.asarray(mask, dtype=np.float64)
+    n_obs = obs.sum()
     a, b = priors.a, priors.b
     x, wq = special.roots_legendre(n_quad)
     x = 0.5 * (b - a) * x + 0.5 * (b + a)
@@ -71,7 +74,7 @@ def _log_joint(A, K, priors, n_quad, n_sigma, log_s2_range):
     for j, J in enumerate(subsets):
         C = A[:, list(J)]
         R = A[:, :, None] - (C @ Wg)[:, None, :]  # (M, N, Q)
-        sse = np.einsum("mnq,mnq->nq", R, R)  # (N, Q)
+        sse = np.einsum("mnq,mnq,mn->nq", R, R, obs)  # (N, Q), observed entries only
         # per column, shift by its best grid point so exp() cannot underflow wholesale
         lo = sse.min(axis=1, keepdims=True)
         d = sse - lo
@@ -80,19 +83,19 @@ def _log_joint(A, K, priors, n_quad, n_sigma, log_s2_range):
             t = P.sum(axis=1)  # (N,)
             pos[j, i] = (up @ P.T) / t
             F[j, i] = (np.log(t) - lo[:, 0] / (2.0 * v)).sum() + N * base.max() \
-                - 0.5 * M * N * np.log(2 * np.pi * v)
+                - 0.5 * n_obs * np.log(2 * np.pi * v)
         F[j] += log_ps2
     return subsets, s, F, pos
 
 
 def posterior_tables(A, K, priors, *, n_quad=60, n_sigma=400, log_s2_range=None,
-                     levels=(0.1, 0.3, 0.5, 0.7, 0.9)):
+                     levels=(0.1, 0.3, 0.5, 0.7, 0.9), mask=None):
     """Exact posterior summaries (K = 2): ``subsets`` {J: p(J | A)}, the sigma^2
     quantiles at ``levels`` of its marginal posterior, and ``positive`` {J: (K, N)
     array of P(J, w_kn > 0 | A)}, rows of W in sorted J order."""
     if K != 2:
         raise ValueError("quadrature is tensor Gauss-Legendre in K = 2 dimensions")
-    subsets, s, F, pos = _log_joint(A, K, priors, n_quad, n_sigma, log_s2_range)
+    subsets, s, F, pos = _log_joint(A, K, priors, n_quad, n_sigma, log_s2_range, mask)
     top = F.max()
     dens = np.exp(F - top)  # (J, s)
     mass = np.trapezoid(dens, s, axis=1)
