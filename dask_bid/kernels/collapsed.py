@@ -46,9 +46,24 @@ def _log_q(x):
     return -0.5 * x * x - math.log(x) - _HALF_LOG_2PI + math.log(s)
 
 
+# 8-point Gauss-Legendre on [-1, 1]: the mass of a narrow interval, where the normal
+# density changes by less than a factor e over it, to about 1e-15
+_GL_X = np.polynomial.legendre.leggauss(8)[0]
+_GL_W = np.polynomial.legendre.leggauss(8)[1]
+
+
 @njit(nogil=True, cache=True, inline="always")
 def _log_mass(lo, hi):
     # log(Phi(hi) - Phi(lo)) for lo < hi, without cancellation in either tail
+    half = 0.5 * (hi - lo)
+    if half * max(1.0, abs(lo), abs(hi)) < 0.25:
+        # narrow: a difference of two nearly equal tails would cancel; integrate instead
+        mid = 0.5 * (hi + lo)
+        acc = 0.0
+        for i in range(8):
+            x = mid + half * _GL_X[i]
+            acc += _GL_W[i] * math.exp(-0.5 * (x * x - mid * mid))
+        return math.log(half * acc) - 0.5 * mid * mid - _HALF_LOG_2PI
     if lo >= 0.0:
         qlo = _log_q(lo)
         return qlo + math.log1p(-math.exp(_log_q(hi) - qlo))

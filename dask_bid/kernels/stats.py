@@ -69,11 +69,11 @@ def choose_among(gen: np.random.Generator, log_weights, rule: str = "barker"):
     q = rest / rest.sum()
     i = 1 + min(int(np.searchsorted(np.cumsum(q), gen.random(), side="right")), rest.size - 1)
     # acceptance (Z - w_0) / (Z - w_i) = sum_{j>=1} w_j / sum_{j != i} w_j; the
-    # denominator of the chosen i summed without cancellation (it is 0 only when w_i is
-    # the sole positive weight, where the ratio is +inf: accept)
+    # denominator of the chosen i summed without cancellation; the ratio is only formed
+    # when it is below 1, so it cannot overflow
     others = w[0] + rest[: i - 1].sum() + rest[i:].sum()
-    acc_i = 1.0 if others == 0.0 else min(1.0, rest.sum() / others)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    acc_i = 1.0 if rest.sum() >= others else rest.sum() / others
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         acc = np.where(w.sum() - rest > 0, np.minimum(1.0, rest.sum() / (w.sum() - rest)), 1.0)
     move = float(np.dot(q, acc))
     return (i if gen.random() < acc_i else 0), move
