@@ -61,8 +61,10 @@ def test_quick_run_synthetic(runner, tmp_path):
     out = tmp_path / "results" / "runs.json"
     report = tmp_path / "results.md"
     img = tmp_path / "img"
+    # --keep-stale: the resume below must not depend on dask_bid's source staying unchanged
+    # between the three calls (other work may edit it while the test runs)
     args = ["--data", str(data), "--quick", "--out", str(out), "--report", str(report),
-            "--img-dir", str(img)]
+            "--img-dir", str(img), "--keep-stale"]
 
     # an interrupted run keeps what it did: stop after 3 fits, then resume
     first = runner.main([*args, "--max-fits", "3"])
@@ -77,6 +79,9 @@ def test_quick_run_synthetic(runner, tmp_path):
 
     runs = json.loads(out.read_text())["runs"]
     assert len(runs) == expected
+    methods = {rec["method"] for rec in runs.values()}
+    assert methods == {*runner.BID_VARIANTS, *runner.BASELINES} | (
+        {runner.MASK_VARIANT} if mask_ok else set())
     ds = {"ccle_ec50": runner.load_dataset("ccle_ec50", data),
           "movielens_100k": runner.load_dataset("movielens_100k", data)}
     for key, rec in runs.items():
@@ -99,11 +104,31 @@ def test_quick_run_synthetic(runner, tmp_path):
     assert "## Table 1: MSE over all entries" in text
     assert "## Table 2: max |W|" in text
     assert "## MovieLens 100K: missing='zero' vs missing='mask'" in text
-    assert "## The targets of issue 4, cell by cell" in text
+    assert "## The targets of issue 10, cell by cell" in text
     head = runs[runner._key("ccle_ec50", 5, runner.HEADLINE, 0)]
     assert f"| CCLE EC50 | 5 | {runner._fmt(head['mse'])} (1 seed) |" in text
+    # every variant's row says what its chain targets
+    for v, (_, label) in runner.BID_VARIANTS.items():
+        assert f"| {label} | `{v}` |" in text
+    assert "GBT and GBTN give identical MSE" in text
     for name in ("fig4_convergence", "fig4_autocorrelation", "fig4_error_vs_k"):
         assert (img / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_headline_is_the_library_default(runner):
+    # the headline runs BayesianID's defaults (the exact collapsed sampler); the paper
+    # variant runs PAPER_SETTINGS (Algorithm 2) and the search variant the optimisation
+    defaults = runner.BayesianID(1).get_params()
+    kw = runner.BID_VARIANTS[runner.HEADLINE][0]
+    assert defaults["sampler"] == "collapsed" and defaults["model"] == "gbt"
+    assert all(defaults[k] == v for k, v in kw.items())
+    assert runner.BID_VARIANTS["gbtn_collapsed"][0] == {"model": "gbtn"}
+    assert runner.BID_VARIANTS["gbt_plain"][0]["sampler"] == "plain"
+    assert runner.BID_VARIANTS["gbt_search"][0]["sampler"] == "search"
+    paper = runner.BID_VARIANTS[runner.PAPER_VARIANT][0]
+    assert paper == {"model": "gbt", **runner.PAPER_SETTINGS}
+    assert paper["sampler"] == "aggressive"
+    assert set(runner.VARIANT_TARGETS) == set(runner.BID_VARIANTS)
 
 
 def test_w_draw_acf_uses_longest_fixed_basis_stretch(runner):
