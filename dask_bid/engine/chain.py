@@ -376,17 +376,25 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
         st.G = proposal_gram(st.G, k, cols[choice - 1][0], cols[choice - 1][1])[0]
         ctx = ctx._replace(G=st.G, accept=True, u=u, choice=choice - 1)
     record = _record(cfg, st, st.J) if retained else None
+    _finish(backend, block_collapsed_finish, ctx._replace(record=record), cfg, entropy, chain,
+            st, norm_a2, n_obs, g)
+    return accepted or annealed, prob
+
+
+def _finish(backend, fn, ctx, cfg, entropy, chain, st, norm_a2, n_obs, g):
+    """The second half of a swap (``fn``: apply it, sweep W), then sigma^2. With
+    ``cfg.score_visited`` the blocks also return the least-squares bound of a basis not
+    scored yet, which decides whether it gets its exact score."""
     key = tuple(int(j) for j in np.sort(st.J))
     box = cfg.score_visited and key not in st.scored
-    ctx = ctx._replace(record=record, box_score=box,
-                       P2=np.linalg.pinv(st.G, hermitian=True) if box else None)
-    res = backend.map(block_collapsed_finish, ctx)
+    ctx = ctx._replace(box_score=box, P2=np.linalg.pinv(st.G, hermitian=True) if box else None)
+    res = backend.map(fn, ctx)
     st.sse = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
     if box:
         _score_bounded(backend, cfg, entropy, chain, st, norm_a2, key,
                        norm_a2 - sum(r[2] for r in res))
+    pri = cfg.priors
     st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
-    return accepted or annealed, prob
 
 
 def _move_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retained):
@@ -418,18 +426,9 @@ def _move_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retained
 
 
 def _finish_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, record, accepted):
-    pri = cfg.priors
-    key = tuple(int(j) for j in np.sort(st.J))
-    box = cfg.score_visited and key not in st.scored
-    ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=pri,
-                      sigma2=st.sigma2, G=st.G, accept=accepted, record=record, box_score=box,
-                      P2=np.linalg.pinv(st.G, hermitian=True) if box else None)
-    res = backend.map(block_annealed_finish, ctx)
-    st.sse = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
-    if box:
-        _score_bounded(backend, cfg, entropy, chain, st, norm_a2, key,
-                       norm_a2 - sum(r[2] for r in res))
-    st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
+    ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=cfg.priors,
+                      sigma2=st.sigma2, G=st.G, accept=accepted, record=record)
+    _finish(backend, block_annealed_finish, ctx, cfg, entropy, chain, st, norm_a2, n_obs, g)
 
 
 #: One function per move (blackjax style): ``ChainConfig.sampler`` -> the iteration body.
