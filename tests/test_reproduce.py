@@ -190,3 +190,38 @@ def test_exhaustive_best_is_a_lower_bound(runner, tmp_path):
     for est in (runner.RandomizedID(K, method="cpqr"),
                 runner.BayesianID(K, n_iter=30, burn_in=10, thin=2, random_state=0)):
         assert est.fit(A).mse_ >= mse * (1 - 1e-12)
+
+
+def test_merge_and_methods(runner, tmp_path):
+    # a second process with its own --out runs other methods; --merge copies its records in
+    rng = np.random.default_rng(3)
+    data = tmp_path / "data"
+    _write_synthetic(data, rng)
+    common = ["--data", str(data), "--quick", "--datasets", "ccle_ec50", "--no-mask",
+              "--report", str(tmp_path / "r.md"), "--img-dir", str(tmp_path / "img")]
+    a, b = tmp_path / "a" / "runs.json", tmp_path / "b" / "runs.json"
+    assert runner.main([*common, "--out", str(a), "--methods", "cpqr", runner.HEADLINE])[
+        "new_fits"] == 2
+    assert runner.main([*common, "--out", str(b), "--methods", "gbt_plain"])["new_fits"] == 1
+    res = runner.main([*common, "--out", str(a), "--merge", str(b), "--report-only"])
+    assert res["new_fits"] == 0
+    runs = json.loads(a.read_text())["runs"]
+    assert {r["method"] for r in runs.values()} == {"cpqr", runner.HEADLINE, "gbt_plain"}
+    plain = runs[runner._key("ccle_ec50", 5, "gbt_plain", 0)]
+    assert plain == json.loads(b.read_text())["runs"][runner._key("ccle_ec50", 5, "gbt_plain", 0)]
+    # the chain's basis moves are recorded, copies folded at most as often as not
+    head = runs[runner._key("ccle_ec50", 5, runner.HEADLINE, 0)]
+    assert 0 <= head["basis_moves_folded"] <= head["basis_moves"] <= head["n_transitions"]
+    traces = json.loads(a.with_name("runs_traces.json").read_text())
+    assert runner._key("ccle_ec50", 5, runner.HEADLINE, 0) in traces
+
+
+def test_basis_moves_folds_copies(runner):
+    n0 = 4
+    # chain 0: J = {0, 1} -> {0, 5} (1 -> its copy 5) -> {0, 2} (another basis) -> same
+    draws = np.array([[[0, 1], [0, 5], [2, 0], [0, 2]]])
+    assert runner.basis_moves(draws, n0) == (2, 1, 3)
+    assert runner.basis_moves(draws, None) == (2, 2, 3)
+    A = np.arange(12.0).reshape(3, 4)
+    assert runner.copy_period(np.hstack([A, A])) == 4
+    assert runner.copy_period(np.hstack([A, A + 1])) is None
