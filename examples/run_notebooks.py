@@ -87,8 +87,7 @@ def execute(path: Path, timeout: int = 900):
     try:
         client.execute()
     except CellExecutionError as exc:
-        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise RuntimeError(f"{path.name}: a cell failed: {first}") from exc
+        raise RuntimeError(f"{path.name}: a cell failed with {exc.ename}: {exc.evalue}") from exc
     nb.metadata[META_KEY] = {"code_sha256": code_hashes(nb)}
     return nb
 
@@ -114,7 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(bad > 0)
     for p in paths:
         t0 = time.perf_counter()
-        nb = execute(p, timeout=args.timeout)
+        try:
+            nb = execute(p, timeout=args.timeout)
+        except RuntimeError as exc:  # one line; the notebook file is left as it was
+            print(f"run_notebooks: {exc}", file=sys.stderr)
+            return 1
         nbformat.validate(nb)
         nbformat.write(nb, p)
         size = p.stat().st_size
