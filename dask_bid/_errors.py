@@ -24,6 +24,7 @@ __all__ = [
     "CheckpointError",
     "OutputLockedError",
     "FitFailedError",
+    "StoreAccessError",
 ]
 
 
@@ -97,3 +98,7 @@ class FitFailedError(DaskBidError, ArithmeticError):
 
 class VersionMismatchError(DaskBidError, RuntimeError):
     """The Dask workers import other versions of dask_bid or its dependencies than the client."""
+
+
+class StoreAccessError(DaskBidError, PermissionError):
+    """An object store (or file system) refused access: bad credentials or no permission."""

@@ -41,7 +41,9 @@ class StoreSpec:
 
     def __init__(self, root, storage_options=None):
         self.root = str(root)
-        self.storage_options = dict(storage_options) if storage_options else None
+        # a local checkpoint store of a fit whose input is on object storage: no options
+        remote = "://" in self.root and not self.root.startswith("file://")
+        self.storage_options = dict(storage_options) if storage_options and remote else None
 
     def __repr__(self):
         return f"StoreSpec({self.root!r})"

@@ -215,9 +215,24 @@ def open_zarr_array(path, *, storage_options=None):
         raise StoreNotFoundError(
             f"no Zarr store at {spath!r}: the path does not exist. Check the path, or write "
             "the matrix first, e.g. with dask_bid.engine.to_zarr(A, path).")
+    if _is_url(spath):  # a missing bucket or refused credentials: said as such
+        from .remote import check_bucket
+
+        check_bucket(spath, storage_options)
     try:
-        node = zarr.open(spath, mode="r", storage_options=storage_options)
+        node = zarr.open(spath, mode="r",
+                         storage_options=storage_options if _is_url(spath) else None)
+    except PermissionError as exc:
+        from .remote import access_error
+
+        raise (access_error(spath, exc) or CorruptStoreError(
+            f"cannot read {spath!r}: permission denied ({exc}).")) from exc
     except FileNotFoundError as exc:
+        if _is_url(spath):
+            raise StoreNotFoundError(
+                f"no Zarr store at {spath!r}: nothing there holds Zarr metadata (zarr.json or "
+                ".zarray). Check the URL, or write the matrix first, e.g. with "
+                "dask_bid.engine.to_zarr(A, url, storage_options=...).") from exc
         raise StoreNotFoundError(
             f"no Zarr store at {spath!r}: {exc}. The path exists but holds no Zarr metadata "
             "(zarr.json or .zarray); pass the path of a Zarr array.") from exc

@@ -30,6 +30,7 @@ __all__ = [
     "read_result",
     "is_url",
     "local_path",
+    "url_options",
     "same_or_nested",
     "prepare_output",
     "write_result",
@@ -68,6 +69,13 @@ def local_path(path):
     return path[len("file://"):] if path.startswith("file://") else path
 
 
+def url_options(path, storage_options):
+    """``storage_options`` for a URL, None for a local path: one ``storage_options`` serves
+    an input on object storage and a local output (or the reverse), and Zarr refuses
+    options with a local path."""
+    return storage_options if is_url(local_path(path)) else None
+
+
 def default_chunks(shape, itemsize=8):
     """Chunk shape suited to the engine's row-block streaming.
 
@@ -91,6 +99,9 @@ def _exists(path, storage_options=None) -> bool:
         import fsspec
 
         fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
+        # a Zarr group or array there: one HEAD request, no listing
+        if fs.exists(p.rstrip("/") + "/zarr.json"):
+            return True
         return fs.exists(p) and bool(fs.ls(p))
     return os.path.exists(path) and (not os.path.isdir(path) or bool(os.listdir(path)))
 
@@ -138,10 +149,15 @@ def to_zarr(array, path, *, chunks=None, overwrite=False, storage_options=None):
     import zarr
 
     path = local_path(path)
+    storage_options = url_options(path, storage_options)
     if array.ndim != 2:
         from .._errors import InputShapeError
 
         raise InputShapeError(f"to_zarr writes 2-D matrices, got shape {array.shape}.")
+    if is_url(path):
+        from .remote import check_bucket
+
+        check_bucket(path, storage_options, output=True)
     if _exists(path, storage_options):
         if not overwrite:
             raise OutputExistsError(
@@ -152,7 +168,11 @@ def to_zarr(array, path, *, chunks=None, overwrite=False, storage_options=None):
     if chunks is None:
         chunks = default_chunks(array.shape, dtype.itemsize)
     chunks = tuple(int(c) for c in chunks)
-    z = create_matrix_array(path, array.shape, dtype, chunks, storage_options=storage_options)
+    try:
+        z = create_matrix_array(path, array.shape, dtype, chunks,
+                                storage_options=storage_options)
+    except PermissionError as exc:
+        raise _write_error(path, exc) from exc
     if hasattr(array, "dask"):
         import dask.array as da
 
@@ -178,6 +198,7 @@ def create_matrix_array(path, shape, dtype, chunks, *, storage_options=None, att
     """
     import zarr
 
+    storage_options = url_options(path, storage_options)
     z = zarr.create_array(store=path, shape=tuple(int(s) for s in shape),
                           chunks=tuple(int(c) for c in chunks), dtype=np.dtype(dtype),
                           overwrite=True, zarr_format=3, storage_options=storage_options,
@@ -211,8 +232,12 @@ def _result_meta(out, storage_options=None):
     import zarr
 
     try:
-        g = zarr.open_group(out, mode="r", storage_options=storage_options)
+        g = zarr.open_group(out, mode="r", storage_options=url_options(out, storage_options))
         meta = g.attrs.get("dask_bid")
+    except PermissionError as exc:  # refused credentials are not "not ours"
+        from .remote import access_error
+
+        raise (access_error(out, exc, output=True) or exc) from exc
     except Exception:
         return None
     return meta if isinstance(meta, dict) else None
@@ -248,6 +273,7 @@ def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_optio
     f = {"overwrite": "overwrite=True", "resume": "resume=True", "out": "out",
          **(flags or {})}
     out = local_path(out)
+    storage_options = url_options(out, storage_options)
     for ip in inputs:
         if ip is not None and same_or_nested(out, local_path(ip)):
             raise OutputLocationError(
@@ -256,7 +282,17 @@ def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_optio
                 "outside the input.")
     if not is_url(out) and os.path.isfile(out):
         raise OutputLocationError(f"{f['out']} {out!r} is an existing file, not a directory.")
-    if not _exists(out, storage_options):
+    if is_url(out):
+        from .remote import check_bucket
+
+        check_bucket(out, storage_options, output=True)
+    try:
+        exists = _exists(out, storage_options)
+    except PermissionError as exc:
+        from .remote import access_error
+
+        raise (access_error(out, exc, output=True) or exc) from exc
+    if not exists:
         return False
     if not (overwrite or resume):
         raise OutputExistsError(
@@ -334,6 +370,7 @@ def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
     import zarr
 
     out = local_path(out)
+    storage_options = url_options(out, storage_options)
     exists = check_output_location(out, input_path=input_path, overwrite=overwrite,
                                    resume=resume, storage_options=storage_options,
                                    inputs=inputs)
@@ -343,21 +380,40 @@ def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
         except Exception as exc:
             raise OutputLocationError(
                 f"resume=True but {out!r} is not a dask_bid output group ({exc}).") from exc
+        try:
+            # rewrite the attributes unchanged: read-only access is refused here, not
+            # after the checksum pass that precedes the first write of a resume
+            g.attrs["dask_bid"] = dict(g.attrs["dask_bid"])
+        except PermissionError as exc:
+            raise (_write_error(out, exc)) from exc
         return g, True
     if exists:
         try:
             _remove(out, storage_options)
+        except PermissionError as exc:
+            raise _write_error(out, exc) from exc
         except OSError as exc:
             raise OutputLocationError(
                 f"cannot replace the output {out!r} ({type(exc).__name__}: {exc}). Check its "
                 "permissions, or choose another output path.") from exc
     try:
         g = zarr.open_group(out, mode="w", zarr_format=3, storage_options=storage_options)
+    except PermissionError as exc:
+        raise _write_error(out, exc) from exc
     except OSError as exc:
         raise OutputLocationError(
             f"cannot create the output group at {out!r}: {exc}. Choose an output path in a "
             "directory you can write to.") from exc
     return g, False
+
+
+def _write_error(out, exc):
+    """The one-line error for a write to ``out`` that was refused (PermissionError)."""
+    from .remote import access_error
+
+    return access_error(out, exc, output=True, write=True) or OutputLocationError(
+        f"cannot write the output {out!r}: permission denied ({' '.join(str(exc).split())})."
+        " Choose an output path you can write to.")
 
 
 def jsonable(v):
@@ -438,6 +494,7 @@ def read_result(path, *, storage_options=None):
     from .._errors import CorruptStoreError, StoreNotFoundError
 
     path = local_path(path)
+    storage_options = url_options(path, storage_options)
     if not is_url(path) and not os.path.exists(path):
         raise StoreNotFoundError(f"no dask_bid result at {path!r}: the path does not exist.")
     try:

@@ -1,0 +1,96 @@
+"""Object storage (fsspec URLs such as ``s3://bucket/key``): access checks and errors.
+
+fsspec file systems report a missing bucket as ``FileNotFoundError`` and refused
+credentials or permissions as ``PermissionError`` (s3fs maps ``NoSuchBucket``,
+``AccessDenied``, ``InvalidAccessKeyId``, ``SignatureDoesNotMatch`` ... onto those), with
+messages that do not say what to change. The engine checks the bucket of every URL input
+and output before any other work (:func:`check_bucket`), and turns the errors of the first
+read or write into one-line dask_bid errors (:func:`access_error`).
+"""
+
+from __future__ import annotations
+
+from .._errors import OutputLocationError, StoreAccessError, StoreNotFoundError
+
+__all__ = ["is_url", "bucket_of", "check_bucket", "access_error", "CREDENTIALS_HINT"]
+
+#: Where credentials and the endpoint come from (docs/engine.md, "Object storage").
+CREDENTIALS_HINT = ("pass them in storage_options ({'key': ..., 'secret': ..., "
+                    "'client_kwargs': {'endpoint_url': ...}} for s3://) or set "
+                    "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) and "
+                    "AWS_ENDPOINT_URL")
+
+
+def is_url(path) -> bool:
+    return "://" in str(path) and not str(path).startswith("file://")
+
+
+def bucket_of(path):
+    """``(protocol, bucket)`` of a URL such as ``s3://bucket/key``."""
+    proto, _, rest = str(path).partition("://")
+    return proto, rest.split("/", 1)[0]
+
+
+def _one_line(exc) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def access_error(path, exc, *, output=False, write=False):
+    """The dask_bid error for ``exc`` raised by a read (or write) of URL ``path``, or None.
+
+    ``PermissionError`` becomes :class:`~dask_bid.StoreAccessError`; ``FileNotFoundError``
+    naming the bucket, :class:`~dask_bid.StoreNotFoundError` (input) or
+    :class:`~dask_bid.OutputLocationError` (output).
+    """
+    if not is_url(path):
+        return None
+    proto, bucket = bucket_of(path)
+    what = "the output" if output else "the input"
+    if isinstance(exc, PermissionError):
+        if write:
+            return StoreAccessError(
+                f"cannot write {what} {str(path)!r}: access denied ({_one_line(exc)}). The "
+                "credentials may read but not write there (a read-only bucket or key); use "
+                f"credentials with write permission, or another output location.")
+        return StoreAccessError(
+            f"access to {what} {str(path)!r} was denied ({_one_line(exc)}). Check the "
+            f"credentials and that they may {'write' if output else 'read'} bucket "
+            f"{bucket!r}: {CREDENTIALS_HINT}.")
+    if isinstance(exc, FileNotFoundError) and (bucket in str(exc) or "Bucket" in str(exc)):
+        cls = OutputLocationError if output else StoreNotFoundError
+        return cls(
+            f"the bucket {bucket!r} of {what} {str(path)!r} does not exist ({_one_line(exc)})."
+            f" Create it, or check the URL and the endpoint ({proto}://bucket/key).")
+    return None
+
+
+def check_bucket(path, storage_options=None, *, output=False):
+    """Refuse a URL whose bucket is missing or refused to these credentials (one request).
+
+    Local paths and protocols without buckets pass. Raises
+    :class:`~dask_bid.StoreAccessError`, :class:`~dask_bid.StoreNotFoundError` (input) or
+    :class:`~dask_bid.OutputLocationError` (output).
+    """
+    if not is_url(path):
+        return
+    import fsspec
+
+    proto, bucket = bucket_of(path)
+    try:
+        fs, _ = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
+    except (ImportError, ValueError) as exc:
+        extra = " (pip install 'dask_bid[s3]')" if proto in ("s3", "s3a") else ""
+        raise OutputLocationError(
+            f"cannot open {str(path)!r}: {_one_line(exc)}{extra}.") from exc
+    if getattr(fs, "root_marker", "/") != "" or not bucket:
+        return  # not an object store with buckets (local, memory, http ...)
+    try:
+        fs.info(bucket)  # s3fs: HEAD on the bucket (no listing)
+    except FileNotFoundError as exc:
+        cls = OutputLocationError if output else StoreNotFoundError
+        what = "the output" if output else "the input"
+        raise cls(
+            f"the bucket {bucket!r} of {what} {str(path)!r} does not exist. Create it, or "
+            f"check the URL and the endpoint ({proto}://bucket/key).") from exc
+    except PermissionError as exc:
+        raise access_error(path, exc, output=output) from exc

@@ -1,0 +1,271 @@
+"""Object storage (issue 13, item 3): input, output, checkpoints, resume and the CLI on S3.
+
+Against a real S3-protocol server on 127.0.0.1: moto's standalone server (the one s3fs's
+own tests use), reached through s3fs with credentials and endpoint in ``storage_options``
+(the CLI: the standard AWS_* environment variables). The refusals (missing bucket, bad
+credentials) run with moto's IAM enforcement switched on for that test; a read-only bucket
+is one whose bucket policy denies s3:PutObject and s3:DeleteObject (moto enforces bucket
+policies on object requests even without IAM). Read-only *credentials* (an IAM user allowed
+only s3:GetObject/ListBucket) cannot be tested with moto 5.2: with IAM enforced it rejects
+the signature of every listing whose query holds a '/' (s3fs's ``delimiter=/``, sent by
+aiohttp), valid keys included, so such a user fails at its first listing, not at the
+denied write.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import uuid
+
+import numpy as np
+import pytest
+from _support import assert_same_chain
+
+pytest.importorskip("s3fs", reason="the [s3] extra (s3fs) is not installed")
+moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed")
+boto3 = pytest.importorskip("boto3")
+requests = pytest.importorskip("requests")
+
+from dask_bid import (  # noqa: E402
+    OutputLocationError,
+    StoreAccessError,
+    StoreNotFoundError,
+)
+from dask_bid.engine import read_result, to_zarr  # noqa: E402
+from dask_bid.interface import bayesian_id  # noqa: E402
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.xdist_group("s3")]
+
+M, N, K = 40, 12, 3
+CHUNKS = (10, 12)
+KW = dict(n_iter=12, burn_in=4, random_state=3, client="synchronous", checkpoint_every=4)
+ADMIN = ("testing", "testing")  # any key passes while moto's IAM checks are off
+
+
+def _matrix(seed=1):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((M, K)) @ rng.uniform(-1, 1, (K, N))
+    A += 0.05 * rng.standard_normal((M, N))
+    return A / np.abs(A).max() * 0.75
+
+
+class _S3:
+    """A moto server on 127.0.0.1 and the credentials it knows."""
+
+    def __init__(self):
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self.server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0,
+                                                     verbose=False)
+        self.server.start()
+        host, port = self.server.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+    def client(self, service="s3", creds=ADMIN):
+        return boto3.client(service, endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id=creds[0], aws_secret_access_key=creds[1])
+
+    def options(self, creds=ADMIN):
+        return {"key": creds[0], "secret": creds[1],
+                "client_kwargs": {"endpoint_url": self.endpoint, "region_name": "us-east-1"}}
+
+    def bucket(self):
+        name = f"b-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def keys(self, bucket):
+        pages = self.client().get_paginator("list_objects_v2").paginate(
+            Bucket=bucket)
+        return {o["Key"]: o["ETag"] for p in pages for o in p.get("Contents", [])}
+
+    def enforce_iam(self, on):
+        # moto's switch: after this many unauthenticated requests, every request is
+        # authenticated and authorised against its IAM users and policies
+        r = requests.post(f"{self.endpoint}/moto-api/reset-auth",
+                          data=b"0" if on else b"inf", timeout=10)
+        r.raise_for_status()
+
+
+@pytest.fixture(scope="module")
+def s3():
+    srv = _S3()
+    yield srv
+    srv.enforce_iam(False)
+    srv.server.stop()
+
+
+@pytest.fixture
+def iam(s3):
+    """IAM enforced for one test: a key moto does not know is refused."""
+    s3.enforce_iam(True)
+    yield s3
+    s3.enforce_iam(False)
+
+
+@pytest.fixture
+def s3_input(s3):
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/A.zarr"
+    to_zarr(_matrix(), url, chunks=CHUNKS, storage_options=s3.options())
+    return bucket, url
+
+
+@pytest.fixture(scope="module")
+def local_fit(tmp_path_factory):
+    """The same fit from a local store: what every S3 fit must reproduce bitwise."""
+    path = str(tmp_path_factory.mktemp("local") / "A.zarr")
+    to_zarr(_matrix(), path, chunks=CHUNKS)
+    return bayesian_id(path, K, **KW)
+
+
+# ------------------------------------------------------------------ input and output
+def test_fit_reads_its_input_from_s3_and_writes_its_output_there(s3, s3_input, local_fit):
+    bucket, url = s3_input
+    so = s3.options()
+    before = {k: v for k, v in s3.keys(bucket).items() if k.startswith("A.zarr/")}
+    out = f"s3://{bucket}/fit.zarr"
+    res = bayesian_id(url, K, out=out, storage_options=so, **KW)
+    assert_same_chain(res, local_fit)
+    back = read_result(out, storage_options=so)
+    assert_same_chain(back, local_fit)
+    np.testing.assert_array_equal(np.asarray(back.C), _matrix()[:, back.columns])
+    keys = s3.keys(bucket)
+    assert {k: v for k, v in keys.items() if k.startswith("A.zarr/")} == before  # input intact
+    assert not any(k.startswith("fit.zarr/checkpoint/") for k in keys)  # removed at the end
+    assert "fit.zarr/C/zarr.json" in keys and "fit.zarr/W/zarr.json" in keys
+    # an existing result on S3 is refused without overwrite, replaced with it
+    with pytest.raises(Exception, match="already exists"):
+        bayesian_id(url, K, out=out, storage_options=so, **KW)
+    again = bayesian_id(url, K, out=out, storage_options=so, overwrite=True, **KW)
+    assert_same_chain(again, local_fit)
+
+
+def test_checkpoints_on_s3_and_resume_give_the_uninterrupted_fit(s3, s3_input, local_fit):
+    bucket, url = s3_input
+    so = s3.options()
+    out = f"s3://{bucket}/fit.zarr"
+
+    class Stop(KeyboardInterrupt):
+        pass
+
+    def stop(st):
+        if st.iteration == 9:
+            raise Stop()
+
+    with pytest.raises(Stop):
+        bayesian_id(url, K, out=out, storage_options=so, callback=stop, **KW)
+    keys = s3.keys(bucket)
+    ckpts = {k.split("/")[2] for k in keys
+             if k.startswith("fit.zarr/checkpoint/") and k.count("/") > 2}
+    assert ckpts == {"c0-it00000004", "c0-it00000008"}  # the two newest, on S3
+    with pytest.raises(Exception, match="stopped before the end"):
+        read_result(out, storage_options=so)  # marked interrupted, not taken for a result
+    seen = []
+    res = bayesian_id(url, K, out=out, storage_options=so, resume=True,
+                      callback=lambda st: seen.append(st.iteration), **KW)
+    assert seen[0] == 9  # continued after the checkpoint of iteration 8
+    assert_same_chain(res, local_fit)
+    assert_same_chain(read_result(out, storage_options=so), local_fit)
+    assert not any(k.startswith("fit.zarr/checkpoint/") for k in s3.keys(bucket))
+
+
+def test_cli_fit_from_s3_to_s3_with_aws_environment_variables(s3, s3_input, local_fit):
+    bucket, url = s3_input
+    out = f"s3://{bucket}/fit.zarr"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_ACCESS_KEY_ID=ADMIN[0], AWS_SECRET_ACCESS_KEY=ADMIN[1],
+               AWS_ENDPOINT_URL=s3.endpoint, AWS_DEFAULT_REGION="us-east-1")
+    cmd = [sys.executable, "-m", "dask_bid.interface.cli", "fit", url, "--k", str(K),
+           "--out", out, "--n-iter", "12", "--burn-in", "4", "--seed", "3",
+           "--checkpoint-every", "4", "--scheduler", "synchronous", "-q"]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=100)
+    assert run.returncode == 0, run.stderr
+    res = read_result(out, storage_options=s3.options())
+    np.testing.assert_array_equal(res.columns, local_fit.columns)
+    np.testing.assert_array_equal(res.trace["mse"], local_fit.trace["mse"])
+    # without credentials for the endpoint the CLI refuses in one line
+    bad = {**env, "AWS_ACCESS_KEY_ID": "AKIAUNKNOWN000000000"}
+    s3.enforce_iam(True)
+    try:
+        run = subprocess.run(cmd[:-1] + ["--overwrite", "-q"], env=bad, capture_output=True,
+                             text=True, timeout=100)
+    finally:
+        s3.enforce_iam(False)
+    assert run.returncode != 0
+    err = run.stderr.strip().splitlines()
+    assert len(err) == 1 and "denied" in err[0] and "AWS_ACCESS_KEY_ID" in err[0], run.stderr
+    assert read_result(out, storage_options=s3.options()).columns.tolist() \
+        == local_fit.columns.tolist()  # the previous result is untouched
+
+
+# ------------------------------------------------------------------ refusals
+def test_a_missing_bucket_is_named(s3, s3_input):
+    bucket, url = s3_input
+    so = s3.options()
+    with pytest.raises(StoreNotFoundError, match=r"bucket 'no-such-bucket' .* does not exist"):
+        bayesian_id("s3://no-such-bucket/A.zarr", K, storage_options=so, **KW)
+    before = s3.keys(bucket)
+    with pytest.raises(OutputLocationError,
+                       match=r"bucket 'no-such-bucket' of the output .* does not exist"):
+        bayesian_id(url, K, out="s3://no-such-bucket/fit.zarr", storage_options=so, **KW)
+    with pytest.raises(OutputLocationError, match="does not exist"):
+        to_zarr(_matrix(), "s3://no-such-bucket/B.zarr", storage_options=so)
+    assert s3.keys(bucket) == before
+    names = {b["Name"] for b in s3.client().list_buckets()["Buckets"]}
+    assert "no-such-bucket" not in names  # nothing created on the way
+    # a bucket that exists but holds no store there
+    with pytest.raises(StoreNotFoundError, match="no Zarr store at"):
+        bayesian_id(f"s3://{bucket}/nothing.zarr", K, storage_options=so, **KW)
+
+
+def test_bad_credentials_are_refused_in_one_line(s3_input, iam, tmp_path):
+    bucket, url = s3_input
+    bad = iam.options(("AKIAUNKNOWN000000000", "wrong-secret"))
+    with pytest.raises(StoreAccessError) as info:
+        bayesian_id(url, K, storage_options=bad, **KW)
+    msg = str(info.value)
+    assert "\n" not in msg and "denied" in msg and "storage_options" in msg
+    assert "the input" in msg
+    local = str(tmp_path / "A.zarr")
+    to_zarr(_matrix(), local, chunks=CHUNKS)
+    with pytest.raises(StoreAccessError, match=r"access to the output .*fit\.zarr' was denied"):
+        bayesian_id(local, K, out=f"s3://{bucket}/fit.zarr", storage_options=bad, **KW)
+    with pytest.raises(StoreAccessError, match="denied"):
+        to_zarr(_matrix(), f"s3://{bucket}/B.zarr", storage_options=bad)
+    iam.enforce_iam(False)
+    assert all(k.startswith("A.zarr/") for k in iam.keys(bucket))  # nothing written
+
+
+def test_a_read_only_bucket_is_refused_before_anything_is_written(s3, s3_input, tmp_path):
+    bucket, url = s3_input
+    so = s3.options()
+    out = f"s3://{bucket}/fit.zarr"
+
+    def stop(st):
+        if st.iteration == 9:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # an interrupted fit to resume, on S3
+        bayesian_id(url, K, out=out, storage_options=so, callback=stop, **KW)
+    deny = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Deny", "Principal": "*", "Action": ["s3:PutObject", "s3:DeleteObject"],
+        "Resource": f"arn:aws:s3:::{bucket}/*"}]}
+    s3.client().put_bucket_policy(Bucket=bucket, Policy=json.dumps(deny))
+    before = s3.keys(bucket)
+    calls = []
+    for kw in (dict(out=f"s3://{bucket}/new.zarr"), dict(out=out, resume=True),
+               dict(out=out, overwrite=True)):
+        with pytest.raises(StoreAccessError) as info:
+            bayesian_id(url, K, storage_options=so, callback=calls.append, **kw, **KW)
+        msg = str(info.value)
+        assert "\n" not in msg and msg.startswith(f"cannot write the output 's3://{bucket}/")
+        assert "read-only" in msg
+    assert calls == []  # refused before the first iteration (a resume: before its pass)
+    with pytest.raises(StoreAccessError, match="cannot write"):
+        to_zarr(_matrix(), f"s3://{bucket}/B.zarr", storage_options=so)
+    assert s3.keys(bucket) == before  # nothing written, replaced or deleted
+    with pytest.raises(Exception, match="stopped before the end"):
+        read_result(out, storage_options=so)  # the interrupted fit is still resumable
