@@ -71,7 +71,8 @@ def main(argv=None):
                 ess = s["ess_bulk"]
                 rows.append((label, start, est.n_iter, s["r_hat"].iloc[0], ess.iloc[0],
                              s["r_hat"].iloc[1], ess.iloc[1], acc, wall,
-                             float(ess.min() / wall), est.mse_, np.round(final, 4)))
+                             float(ess.min() / wall), est.mse_,
+                             [round(float(x), 4) for x in final]))
                 print(f"  {label:17s} start={start:8s} done in {wall:.1f} s", flush=True)
         print("\n| sampler | start | n_iter | R-hat sigma2 | ESS sigma2 | R-hat SSE | ESS SSE "
               "| acceptance | wall (s) | min ESS / s | reported MSE | last MSE per chain |")
@@ -79,7 +80,7 @@ def main(argv=None):
         for r in rows:
             print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.3f} | {r[4]:.0f} | {r[5]:.3f} | "
                   f"{r[6]:.0f} | {r[7]:.3f} | {r[8]:.1f} | {r[9]:.2f} | {r[10]:.5f} | "
-                  f"{list(r[11])} |")
+                  f"{r[11]} |")
     print(f"\nload average at end: {open('/proc/loadavg').read().split()[:3]}")
 
 
