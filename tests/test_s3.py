@@ -271,3 +271,13 @@ def test_a_read_only_bucket_is_refused_before_anything_is_written(s3, s3_input, 
     assert s3.keys(bucket) == before  # nothing written, replaced or deleted
     with pytest.raises(Exception, match="stopped before the end"):
         read_result(out, storage_options=so)  # the interrupted fit is still resumable
+
+
+def test_an_unknown_protocol_is_named(tmp_path):
+    with pytest.raises(StoreNotFoundError, match=r"cannot open 'nosuchfs://b/A.zarr': .*nosuchfs"):
+        bayesian_id("nosuchfs://b/A.zarr", K, **KW)
+    local = str(tmp_path / "A.zarr")
+    to_zarr(_matrix(), local, chunks=CHUNKS)
+    with pytest.raises(OutputLocationError, match=r"cannot open 'nosuchfs://b/fit.zarr'"):
+        bayesian_id(local, K, out="nosuchfs://b/fit.zarr", **KW)
+    assert os.listdir(tmp_path) == ["A.zarr"]

@@ -242,7 +242,9 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
     chunks : (rows, cols), optional
         Tile shape of the streaming passes (default: whole input chunks, ~64 MiB tiles).
     storage_options : dict, optional
-        fsspec options for URL input and output.
+        fsspec options (credentials, endpoint; docs/engine.md, "Object storage") for URL
+        input, output and checkpoints; local paths ignore them, so one dict serves a URL
+        input and a local output.
     callback : callable, optional
         ``callback(state)`` after every iteration, with the chain's ``ClientState``.
     initial_columns : callable, optional

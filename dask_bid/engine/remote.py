@@ -80,8 +80,8 @@ def check_bucket(path, storage_options=None, *, output=False):
         fs, _ = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
     except (ImportError, ValueError) as exc:
         extra = " (pip install 'dask_bid[s3]')" if proto in ("s3", "s3a") else ""
-        raise OutputLocationError(
-            f"cannot open {str(path)!r}: {_one_line(exc)}{extra}.") from exc
+        cls = OutputLocationError if output else StoreNotFoundError
+        raise cls(f"cannot open {str(path)!r}: {_one_line(exc)}{extra}.") from exc
     if getattr(fs, "root_marker", "/") != "" or not bucket:
         return  # not an object store with buckets (local, memory, http ...)
     try:
