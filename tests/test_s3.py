@@ -145,6 +145,15 @@ def test_fit_reads_its_input_from_s3_and_writes_its_output_there(s3, s3_input, l
     assert_same_chain(again, local_fit)
 
 
+def test_one_storage_options_for_an_s3_input_and_a_local_output(s3, s3_input, local_fit,
+                                                              tmp_path):
+    bucket, url = s3_input
+    out = str(tmp_path / "fit.zarr")  # Zarr refuses storage_options with a local path
+    res = bayesian_id(url, K, out=out, storage_options=s3.options(), **FEW)
+    assert_same_chain(res, local_fit)
+    assert_same_chain(read_result(out, storage_options=s3.options()), local_fit)
+
+
 def test_checkpoints_on_s3_and_resume_give_the_uninterrupted_fit(s3, s3_input, local_fit):
     bucket, url = s3_input
     so = s3.options()
