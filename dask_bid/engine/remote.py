@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from .._errors import OutputLocationError, StoreAccessError, StoreNotFoundError
 
-__all__ = ["is_url", "bucket_of", "check_bucket", "access_error", "CREDENTIALS_HINT"]
+__all__ = ["is_url", "bucket_of", "check_bucket", "access_error", "CREDENTIALS_HINT",
+           "BUCKET_PROTOCOLS"]
+
+#: Protocols whose first path component is a bucket (container) that can be checked alone.
+BUCKET_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
 
 #: Where credentials and the endpoint come from (docs/engine.md, "Object storage").
 CREDENTIALS_HINT = ("pass them in storage_options ({'key': ..., 'secret': ..., "
@@ -36,15 +40,14 @@ def _one_line(exc) -> str:
 
 
 def access_error(path, exc, *, output=False, write=False):
-    """The dask_bid error for ``exc`` raised by a read (or write) of URL ``path``, or None.
+    """The dask_bid error for ``exc`` raised by a read (or ``write``) of URL ``path``.
 
-    ``PermissionError`` becomes :class:`~dask_bid.StoreAccessError`; ``FileNotFoundError``
-    naming the bucket, :class:`~dask_bid.StoreNotFoundError` (input) or
-    :class:`~dask_bid.OutputLocationError` (output).
+    A ``PermissionError`` (refused credentials or permission) becomes
+    :class:`~dask_bid.StoreAccessError`; anything else, or a local ``path``, gives None.
     """
     if not is_url(path):
         return None
-    proto, bucket = bucket_of(path)
+    _, bucket = bucket_of(path)
     what = "the output" if output else "the input"
     if isinstance(exc, PermissionError):
         if write:
@@ -56,11 +59,6 @@ def access_error(path, exc, *, output=False, write=False):
             f"access to {what} {str(path)!r} was denied ({_one_line(exc)}). Check the "
             f"credentials and that they may {'write' if output else 'read'} bucket "
             f"{bucket!r}: {CREDENTIALS_HINT}.")
-    if isinstance(exc, FileNotFoundError) and (bucket in str(exc) or "Bucket" in str(exc)):
-        cls = OutputLocationError if output else StoreNotFoundError
-        return cls(
-            f"the bucket {bucket!r} of {what} {str(path)!r} does not exist ({_one_line(exc)})."
-            f" Create it, or check the URL and the endpoint ({proto}://bucket/key).")
     return None
 
 
@@ -82,8 +80,8 @@ def check_bucket(path, storage_options=None, *, output=False):
         extra = " (pip install 'dask_bid[s3]')" if proto in ("s3", "s3a") else ""
         cls = OutputLocationError if output else StoreNotFoundError
         raise cls(f"cannot open {str(path)!r}: {_one_line(exc)}{extra}.") from exc
-    if getattr(fs, "root_marker", "/") != "" or not bucket:
-        return  # not an object store with buckets (local, memory, http ...)
+    if proto not in BUCKET_PROTOCOLS or not bucket:
+        return  # not an object store with buckets (local, memory, http, chained URLs ...)
     try:
         fs.info(bucket)  # s3fs: HEAD on the bucket (no listing)
     except FileNotFoundError as exc:
