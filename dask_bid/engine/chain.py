@@ -71,6 +71,9 @@ class ChainConfig(NamedTuple):
     # ``anneal_every`` iterations (0: never)
     n_anneal: int = 0
     anneal_every: int = 1
+    # collapsed: the first this many iterations (all within burn-in, so never retained)
+    # run the least-squares search, which finds a good mode from a poor start faster
+    search_warmup: int = 0
     max_scored: int = 256
 
 
@@ -207,7 +210,7 @@ def initial_state(backend, cfg: ChainConfig, entropy: int, chain: int, J0=None):
     sse = sse_from_stats(norm_a2, hw, wgw)
     sigma2 = draw_sigma2(g, sse, n_obs, cfg.priors.alpha_sigma, cfg.priors.beta_sigma)
     score = np.nan
-    if cfg.swap_score == "lstsq":
+    if cfg.swap_score == "lstsq" or cfg.search_warmup:
         res = backend.map(block_lstsq_score, StepContext(
             entropy=entropy, chain=chain, iteration=-1, priors=cfg.priors, sigma2=1.0, G=G,
             P2=np.linalg.pinv(G, hermitian=True)))
@@ -479,8 +482,13 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
     t = st.iteration
     g = stream(entropy, chain, t, 0, CLIENT)
     retained = t >= cfg.burn_in and (t - cfg.burn_in) % cfg.thin == 0
-    accepted, prob = MOVES[cfg.sampler](backend, cfg, entropy, chain, st, norm_a2, n_obs, g,
-                                        retained)
+    move_cfg = cfg
+    if t < cfg.search_warmup:
+        # warm-up (discarded): the least-squares search; the chain is the configured
+        # sampler from the state the search reached
+        move_cfg = cfg._replace(sampler="aggressive", swap_score="lstsq")
+    accepted, prob = MOVES[move_cfg.sampler](backend, move_cfg, entropy, chain, st, norm_a2,
+                                             n_obs, g, retained)
     if cfg.score_visited:
         _score_current(backend, cfg, entropy, chain, st, norm_a2)
     if retained:

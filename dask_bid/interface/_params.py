@@ -144,6 +144,18 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
                                 "annealed swap; 0 for none.")
     out["anneal_every"] = _int("anneal_every", p["anneal_every"], 1,
                                hint=" It is how often (in iterations) an annealed swap runs.")
+    if isinstance(p["search_warmup"], str) and p["search_warmup"].lower() == "auto":
+        out["search_warmup"] = out["burn_in"] // 2
+    else:
+        out["search_warmup"] = _int(
+            "search_warmup", p["search_warmup"], 0,
+            hint=" It is the number of burn-in iterations run by the least-squares search "
+                 "before the sampler, or 'auto' (half the burn-in); 0 for none.")
+    if out["search_warmup"] > out["burn_in"]:
+        raise ParameterError(
+            f"search_warmup ({out['search_warmup']}) must not exceed burn_in "
+            f"({out['burn_in']}): the search's iterations are not posterior draws and must "
+            "be discarded. Lower search_warmup or raise burn_in.")
     out["acceptance"] = _choice("acceptance", p["acceptance"], ACCEPTANCES,
                                 " (barker: Gibbs over the candidate set; metropolis: "
                                 "Metropolised Gibbs)")

@@ -76,6 +76,12 @@ class BayesianID:
         ``n_anneal`` sweeps of W.
     anneal_every : int, default=5
         ``sampler="collapsed"``: iterations between annealed swaps.
+    search_warmup : int or "auto", default="auto"
+        ``sampler="collapsed"``: the first ``search_warmup`` iterations (at most
+        ``burn_in``, so always discarded; "auto": half the burn-in) run the least-squares search of
+        ``sampler="search"``, which leaves a poor start faster; the chain is the exact
+        sampler from the state it reaches. It changes where the chain starts, not what it
+        targets. 0 turns it off.
     n_iter : int, default=1000
         Iterations of each chain (one slot update, one sweep of W, one sigma^2 draw
         each); the first ``burn_in`` are discarded. Time grows linearly with it.
@@ -194,7 +200,8 @@ class BayesianID:
     """
 
     def __init__(self, n_components, *, model="gbt", sampler="collapsed", n_tries=8,
-                 acceptance="metropolis", n_anneal=10, anneal_every=5, n_iter=1000,
+                 acceptance="metropolis", n_anneal=10, anneal_every=5, search_warmup="auto",
+                 n_iter=1000,
                  burn_in=200, thin=1,
                  bounds=(-1.0, 1.0), alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0,
                  mu_mu=0.0, tau_mu=0.1, alpha_t=1.0, beta_t=1.0, init="auto",
@@ -209,6 +216,7 @@ class BayesianID:
         self.acceptance = acceptance
         self.n_anneal = n_anneal
         self.anneal_every = anneal_every
+        self.search_warmup = search_warmup
         self.n_iter = n_iter
         self.burn_in = burn_in
         self.thin = thin
