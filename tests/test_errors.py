@@ -213,7 +213,7 @@ PARAMS = [
     (dict(n_tries="some"), "n_tries must be an integer"),
     (dict(n_anneal=-1), "n_anneal must be >= 0"),
     (dict(anneal_every=0), "anneal_every must be >= 1"),
-    (dict(search_warmup=50, burn_in=10), r"search_warmup \(50\) must not exceed burn_in"),
+    (dict(search_warmup=50, burn_in=10, n_iter=20), r"search_warmup \(50\) must not exceed"),
     (dict(acceptance="mh"), "unknown acceptance 'mh'"),
     (dict(n_chains=0), "n_chains must be >= 1"),
     (dict(n_candidates=0), "n_candidates must be >= 1"),
