@@ -54,6 +54,8 @@ def main(argv=None):
     ap.add_argument("--k", type=int, default=None, help="override K for every dataset")
     ap.add_argument("--samplers", nargs="+", default=list(SAMPLERS))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--search-warmup", default="0",
+                    help="search_warmup of the collapsed runs (an integer or auto)")
     args = ap.parse_args(argv)
     print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}")
     for name in args.datasets:
@@ -67,6 +69,9 @@ def main(argv=None):
                 starts.append(("default", {}))
             for start, extra in starts:
                 kw = {**SAMPLERS[label], **extra}
+                if label == "collapsed":
+                    w = args.search_warmup
+                    kw["search_warmup"] = w if w == "auto" else int(w)
                 est, s, acc, wall, final = run(A, K, kw, args.seed)
                 ess = s["ess_bulk"]
                 rows.append((label, start, est.n_iter, s["r_hat"].iloc[0], ess.iloc[0],

@@ -31,11 +31,12 @@ def planted(M, N, K, sigma, seed, low=0.0):
 
 @pytest.mark.parametrize("model", ["gbt", "gbtn"])
 def test_planted_columns_found_from_random_start(model):
-    # a random start (the paper's): the default sampler's warm-up search leaves it, the
+    # a random start (the paper's): the sampler's warm-up search leaves it, the
     # exact chain then stays on the planted basis; moderate noise keeps the swap
     # landscape free of the local optima that trap a search at very low noise
     A, J, _ = planted(M=100, N=20, K=3, sigma=0.3, seed=0)
-    est = BayesianID(3, model=model, init="random", random_state=0).fit(A)
+    est = BayesianID(3, model=model, init="random", search_warmup="auto",
+                     random_state=0).fit(A)
     np.testing.assert_array_equal(est.columns_, J)
     assert np.all(est.inclusion_probability_[J] > 0.9)
 

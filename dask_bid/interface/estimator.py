@@ -76,12 +76,14 @@ class BayesianID:
         ``n_anneal`` sweeps of W.
     anneal_every : int, default=5
         ``sampler="collapsed"``: iterations between annealed swaps.
-    search_warmup : int or "auto", default="auto"
+    search_warmup : int or "auto", default=0
         ``sampler="collapsed"``: the first ``search_warmup`` iterations (at most
         ``burn_in``, so always discarded; "auto": half the burn-in) run the least-squares search of
         ``sampler="search"``, which leaves a poor start faster; the chain is the exact
         sampler from the state it reaches. It changes where the chain starts, not what it
-        targets. 0 turns it off.
+        targets. 0 (default) turns it off. It finds better modes (a lower reported
+        error) and leaves a random start, but it also takes chains from a common start
+        into different local modes (see docs/performance.md, "Mixing").
     n_iter : int, default=1000
         Iterations of each chain (one slot update, one sweep of W, one sigma^2 draw
         each); the first ``burn_in`` are discarded. Time grows linearly with it.
@@ -200,7 +202,7 @@ class BayesianID:
     """
 
     def __init__(self, n_components, *, model="gbt", sampler="collapsed", n_tries=8,
-                 acceptance="metropolis", n_anneal=10, anneal_every=5, search_warmup="auto",
+                 acceptance="metropolis", n_anneal=10, anneal_every=5, search_warmup=0,
                  n_iter=1000,
                  burn_in=200, thin=1,
                  bounds=(-1.0, 1.0), alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0,
