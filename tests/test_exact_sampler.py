@@ -59,7 +59,7 @@ def A_corr():
 
 
 def params(**kw):
-    p = {**DEFAULTS, "n_components": K, "n_iter": 12_000, "burn_in": 0, "thin": 1,
+    p = {**DEFAULTS, "n_components": K, "n_iter": 8000, "burn_in": 0, "thin": 1,
          "point_estimate": "mode", "init": "random", **kw}
     return validate_params(p, n_cols=N)
 
