@@ -374,9 +374,7 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
     accepted = choice > 0
     if accepted:
         u = int(S[choice - 1])
-        st.J = st.J.copy()
-        st.J[k] = u
-        st.G = proposal_gram(st.G, k, cols[choice - 1][0], cols[choice - 1][1])[0]
+        _swap_basis(st, k, u, cols[choice - 1][0], cols[choice - 1][1])
         ctx = ctx._replace(G=st.G, accept=True, u=u, choice=choice - 1)
     record = _record(cfg, st, st.J) if retained else None
     _finish(backend, block_collapsed_finish, ctx._replace(record=record), cfg, entropy, chain,
@@ -414,7 +412,7 @@ def _move_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retained
     _ensure_rows(backend, cfg, entropy, chain, st, [u], st.J)
     st.cand_pos = pos
     gcol, squ = backend.column(u)
-    G2, gnew = proposal_gram(st.G, k, gcol, squ)
+    gnew = proposal_gram(st.G, k, gcol, squ)[1]
     T = cfg.n_anneal
     ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=pri,
                       sigma2=st.sigma2, G=st.G, p=k, u=u, J=st.J, g_rows=gnew[None],
@@ -422,10 +420,24 @@ def _move_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retained
     work = float(sum(backend.map(block_annealed_propose, ctx)))
     accepted = bool(g.random() < math.exp(min(work, 0.0)))
     if accepted:
-        st.J = st.J.copy()
-        st.J[k] = u
-        st.G = G2
+        _swap_basis(st, k, u, gcol, squ)
     return accepted, min(1.0, math.exp(min(work, 0.0)))
+
+
+def _swap_basis(st: ClientState, k, u, gcol, squ):
+    """Slot k takes column u (``gcol`` = C^T a_u, ``squ`` = ||a_u||^2). When a_u is a
+    copy of the outgoing column (||a_u - a_j||^2 = 0 to rounding), the new basis is the
+    same matrix C: it inherits the old basis's score instead of a new box-constrained
+    fit (data with duplicated columns swap copies often)."""
+    old_key = tuple(int(j) for j in np.sort(st.J))
+    gkk = st.G[k, k]
+    gap = squ + gkk - 2.0 * gcol[k]
+    st.J = st.J.copy()
+    st.J[k] = u
+    st.G = proposal_gram(st.G, k, gcol, squ)[0]
+    if old_key in st.scored and abs(gap) <= 1e-12 * max(squ, gkk, 1e-300):
+        new_key = tuple(int(j) for j in np.sort(st.J))
+        st.scored.setdefault(new_key, st.scored[old_key])
 
 
 def _finish_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, record, accepted):
