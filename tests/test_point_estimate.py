@@ -30,11 +30,15 @@ def box_sse(A, J):
                for n in range(A.shape[1]))
 
 
-@pytest.mark.parametrize("sampler", ["collapsed", "search", "plain"])
-def test_best_visited_basis_by_exact_box_constrained_sse(sampler):
-    A = _problem()
+@pytest.mark.parametrize("sampler,diffuse", [("collapsed", False), ("search", False),
+                                             ("plain", False), ("collapsed", True)])
+def test_best_visited_basis_by_exact_box_constrained_sse(sampler, diffuse):
+    # diffuse: no structure, so the chain visits many bases and most are ruled out by
+    # their least-squares bound (the pruning path)
+    A = np.random.default_rng(5).standard_normal((6, 14)) if diffuse else _problem()
+    extra = dict(n_tries="all", acceptance="barker") if diffuse else {}
     p = validate_params({**DEFAULTS, "n_components": 3, "n_iter": 150, "burn_in": 50,
-                         "init": "random", "sampler": sampler, "random_state": 0},
+                         "init": "random", "sampler": sampler, "random_state": 0, **extra},
                         n_cols=A.shape[1])
     cfg = chain_config(p, A.shape[1])
     assert cfg.score_visited
@@ -45,10 +49,14 @@ def test_best_visited_basis_by_exact_box_constrained_sse(sampler):
     best = min(exact, key=exact.get)
     assert st.best_key == best
     assert st.best_score == pytest.approx(exact[best], rel=1e-9)
+    pruned = 0
     for k, v in st.scored.items():
         # an exact score, or a lower bound that was already no better than the best
-        assert v == pytest.approx(exact[k], rel=1e-9) or (v <= exact[k] * (1 + 1e-12)
-                                                           and v >= st.best_score)
+        if v != pytest.approx(exact[k], rel=1e-9):
+            assert v <= exact[k] * (1 + 1e-12) and v >= st.best_score, (k, v, exact[k])
+            pruned += 1
+    if diffuse:
+        assert pruned > 0, "the bound never ruled a basis out"
     # visited in burn-in counts too: the memo holds more than the retained bases
     retained = {tuple(J) for J in np.asarray(st.draws_J)}
     assert retained <= set(st.scored)

@@ -323,7 +323,7 @@ def block_collapsed_finish(state: BlockState, ctx: StepContext):
     new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, Gn=Gn, mrow=None)
     out = (hw, wgw)
     if ctx.box_score:
-        out = out + _box_quadratics(new, ctx)
+        out = out + (_ls_term(new, ctx),)
     return _record(new, W, ctx.record), out
 
 
