@@ -38,10 +38,7 @@ from ..kernels.stats import barker_accept, choose_among, draw_sigma2, log_barker
 from ..kernels.swap import proposal_gram
 
 __all__ = ["ChainConfig", "ClientState", "ChainOutput", "run_chain", "step", "MOVES", "refine",
-           "map_estimate", "lstsq_estimate", "retained_iterations", "SAMPLERS"]
-
-#: What each ``ChainConfig.sampler`` runs per iteration (see :data:`MOVES`).
-SAMPLERS = ("collapsed", "plain", "aggressive")
+           "map_estimate", "lstsq_estimate", "retained_iterations"]
 
 
 class ChainConfig(NamedTuple):
@@ -388,12 +385,12 @@ def _finish(backend, fn, ctx, cfg, entropy, chain, st, norm_a2, n_obs, g):
     scored yet, which decides whether it gets its exact score."""
     key = tuple(int(j) for j in np.sort(st.J))
     box = cfg.score_visited and key not in st.scored
-    ctx = ctx._replace(box_score=box, P2=np.linalg.pinv(st.G, hermitian=True) if box else None)
-    res = backend.map(fn, ctx)
+    P = np.linalg.pinv(st.G, hermitian=True) if box else None
+    res = backend.map(fn, ctx._replace(box_score=box, P2=P))
     st.sse = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
     if box:
         _score_bounded(backend, cfg, entropy, chain, st, norm_a2, key,
-                       norm_a2 - sum(r[2] for r in res))
+                       norm_a2 - sum(r[2] for r in res), P)
     pri = cfg.priors
     st.sigma2 = draw_sigma2(g, st.sse, n_obs, pri.alpha_sigma, pri.beta_sigma)
 
@@ -458,14 +455,14 @@ def _remember_score(cfg, st: ClientState, key, score):
         st.best_key, st.best_score = key, score
 
 
-def _score_bounded(backend, cfg, entropy, chain, st: ClientState, norm_a2, key, bound):
+def _score_bounded(backend, cfg, entropy, chain, st: ClientState, norm_a2, key, bound, P):
     """Score the blocks' current basis ``key`` exactly unless its lower bound (the
     unconstrained least-squares SSE) already rules out beating the best basis so far;
-    a ruled-out basis is remembered with its bound, which can never become the best."""
+    a ruled-out basis is remembered with its bound, which can never become the best.
+    ``P`` = pinv(G) of the basis."""
     if bound >= st.best_score:
         _remember_score(cfg, st, key, bound)
         return
-    P = np.linalg.pinv(st.G, hermitian=True)
     ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=cfg.priors,
                       sigma2=1.0, G=st.G, P2=P)
     res = backend.map(block_box_score, ctx)
@@ -480,12 +477,12 @@ def _score_current(backend, cfg, entropy, chain, st: ClientState, norm_a2):
     if key in st.scored:
         return
     bound = -np.inf
+    P = np.linalg.pinv(st.G, hermitian=True)
     if np.isfinite(st.best_score):
         ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration,
-                          priors=cfg.priors, sigma2=1.0, G=st.G,
-                          P2=np.linalg.pinv(st.G, hermitian=True))
+                          priors=cfg.priors, sigma2=1.0, G=st.G, P2=P)
         bound = norm_a2 - sum(backend.map(block_ls_bound, ctx))
-    _score_bounded(backend, cfg, entropy, chain, st, norm_a2, key, bound)
+    _score_bounded(backend, cfg, entropy, chain, st, norm_a2, key, bound, P)
 
 
 def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, norm_a2, n_obs):
