@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -44,9 +45,14 @@ import numpy as np
 from ..kernels.block import (
     BlockState,
     block_add_rows,
+    block_aggressive,
+    block_annealed_propose,
+    block_collapsed_score,
     block_column,
     block_init,
+    block_plain_propose,
     block_posterior,
+    block_set_mask_row,
     block_traces,
 )
 from .checkpoint import load_blob, save_blob
@@ -54,8 +60,8 @@ from .fingerprint import combine_digests, tile_digest
 from .memory import column_blocks
 from .scaling import ScaledReader
 
-__all__ = ["Layout", "plan_layout", "TileSource", "ZarrTile", "DaskBackend", "TILE_BYTES",
-           "FAN_IN"]
+__all__ = ["Layout", "plan_layout", "TileSource", "ZarrTile", "DaskBackend", "MaskedDaskBackend",
+           "TILE_BYTES", "FAN_IN", "MASKED_GRAM_BYTES", "masked_block_bytes"]
 
 #: Target size of one tile (float64 bytes) read by one streaming task: small enough that a
 #: worker with a few hundred MB streams A without spilling, big enough to amortise the
@@ -72,6 +78,9 @@ MIN_BLOCK_COLS = 32
 #: The reported SSE comes from the blocks' statistics unless it is below this fraction of
 #: ||A||^2 (see DaskBackend.final_sse).
 STATS_SSE_FLOOR = 1e-4
+#: missing="mask": default blocks hold at most this many bytes of per-column Gram matrices
+#: (nb x K x K float64 each), and a column group's Gram partial at most ``TILE_BYTES``
+MASKED_GRAM_BYTES = 64 * 2**20
 
 
 # --------------------------------------------------------------------------- layout
@@ -83,9 +92,11 @@ def _ranges(edges):
     return [(int(edges[i]), int(edges[i + 1])) for i in range(len(edges) - 1)]
 
 
-def _default_blocks(col_chunks, K):
+def _default_blocks(col_chunks, K, max_width=None):
     N = int(sum(col_chunks))
     width = max(-(-N // MAX_DEFAULT_BLOCKS), -(-MIN_BLOCK_WORK // max(1, K * K)), MIN_BLOCK_COLS)
+    if max_width is not None:
+        width = max(MIN_BLOCK_COLS, min(width, int(max_width)))
     edges = [0]
     acc = 0
     for c in col_chunks:
@@ -168,18 +179,23 @@ class Layout:
 
 
 def plan_layout(shape, in_chunks, n_components, *, block_size=None, chunks=None,
-                itemsize=8):
+                itemsize=8, masked=False):
     """The layout for a matrix of ``shape`` stored in ``in_chunks`` (dask-style tuples).
 
     ``chunks=(rows, cols)`` forces the tile shape; ``block_size`` the block width (the
-    MemoryBackend's split, so both backends run the same chain layout).
+    MemoryBackend's split, so both backends run the same chain layout). ``masked``
+    (``missing="mask"``): default blocks hold at most :data:`MASKED_GRAM_BYTES` of
+    per-column Grams, and a column group's Gram partial (group width x K x K) at most
+    :data:`TILE_BYTES` (or one input column chunk's, when that is wider).
     """
     M, N = (int(s) for s in shape)
+    K = int(n_components)
     row_chunks, col_chunks = (tuple(int(c) for c in x) for x in in_chunks)
     if block_size is not None:
         blocks = column_blocks(N, int(block_size))
     else:
-        blocks = _default_blocks(col_chunks, int(n_components))
+        blocks = _default_blocks(col_chunks, K,
+                                 MASKED_GRAM_BYTES // (8 * K * K) if masked else None)
     if chunks is not None:
         r, c = (int(x) for x in chunks)
         row_tiles = _ranges(list(range(0, M, r)) + [M])
@@ -187,6 +203,8 @@ def plan_layout(shape, in_chunks, n_components, *, block_size=None, chunks=None,
     else:
         first_rows = row_chunks[0]
         per_row = TILE_BYTES // (8 * max(1, first_rows))
+        if masked:
+            per_row = min(per_row, TILE_BYTES // (8 * K * K))
         groups = _accumulate(col_chunks, max(1, per_row))
         widest = max(b - a for a, b in groups)
         row_tiles = _accumulate(row_chunks, max(1, TILE_BYTES // (8 * widest)))
@@ -454,6 +472,8 @@ def _column(held, col, proposal):
 
 def _quadratics(held, G):
     s = _state(held)
+    if s.Gn is not None:  # missing="mask": a Gram per column, as MaskedMemoryBackend
+        return float(np.vdot(s.H, s.W)), float(np.einsum("kn,nkl,ln->", s.W, s.Gn, s.W))
     G = _realign(G)
     return float(np.vdot(s.H, s.W)), float(np.vdot(s.W, G @ s.W))
 
@@ -785,3 +805,287 @@ class DaskBackend:
                           for b in range(len(self.blocks))]
         if norm_a2 is not None:
             self.norm_a2, self.n_obs = norm_a2, n_obs
+
+
+# --------------------------------------------------------------------------- missing="mask"
+
+
+def masked_block_bytes(nb, K, *, n_tries=8, max_cached_rows=32, max_tracked_sets=16):
+    """Upper bound of one block's state under ``missing="mask"`` (bytes; docs/engine.md).
+
+    The per-column Gram matrices (nb x K x K) are held at most three times during a move
+    (the current basis's, the proposal's and, in the annealed swap, the interpolated one),
+    the swap's new Gram rows ``n_tries x K x nb`` once; besides the dense state: W, H, the
+    aggressive proposal (2 x 2 K x nb), GBTN's Mu and Tau (4 K x nb), the cached candidate
+    rows (``max_cached_rows x nb``) and the posterior accumulators (2 K x nb per tracked
+    basis, one more for the W draws kept of the traced columns). It does not grow with
+    the number of rows M.
+    """
+    per_col = 3 * K * K + max(int(n_tries), 1) * K + 8 * K + int(max_cached_rows) \
+        + 2 * K * (int(max_tracked_sets) + 1) + 2
+    return 8 * int(nb) * per_col
+
+
+def _observed(raw):
+    """(A with every missing entry set to 0, the boolean mask of observed entries): NaN
+    marks a missing entry, as ``bayesian_id(..., missing="mask")`` does in memory."""
+    t = np.asarray(_read(raw), dtype=np.float64)
+    m = ~np.isnan(t)
+    return _realign(np.where(m, t, 0.0)), m
+
+
+def _masked_cols(t, Au, u_local):
+    """(array, its column indices of the wanted columns): the tile itself in a one-group
+    layout, else the gathered columns (with NaN as 0). The callers index it exactly as
+    MaskedMemoryBackend indexes A (``X[:, list]``: the same memory layout, so the same
+    BLAS products in a one-tile layout)."""
+    if Au is None:
+        return t, list(u_local)
+    return _observed(Au)[0], list(range(Au.shape[1]))
+
+
+def _masked_init_part(tile, Au, u_local, segs, where=None, *, K):
+    """The first pass's partials of one tile under missing="mask": H = C^T A and the
+    candidate rows (one product each, as MaskedMemoryBackend), the per-column Grams
+    C[O_n]^T C[O_n] over the tile's observed rows, squared norms, observed counts per
+    column, infinities, max|A| over observed entries and (``where``) the tile's digest."""
+    raw = _read(tile)
+    digests = [] if where is None else [(where[0], where[1], tile_digest(raw))]
+    t, m = _observed(raw)
+    X, idx = _masked_cols(t, Au, u_local)
+    C, Xc = X[:, idx[:K]], X[:, idx[K:]]
+    CT, XT = C.T, Xc.T
+    with np.errstate(over="ignore", invalid="ignore"):
+        P = np.concatenate([np.concatenate([CT @ t[:, lo:hi], XT @ t[:, lo:hi]])
+                            for lo, hi in segs], axis=1)
+        sq = np.concatenate([np.einsum("ij,ij->j", t[:, lo:hi], t[:, lo:hi])
+                             for lo, hi in segs])
+        Gn = []
+        for lo, hi in segs:
+            for n in range(lo, hi):
+                Cn = C[m[:, n]]
+                Gn.append(Cn.T @ Cn)
+    Gn = np.stack(Gn) if Gn else np.empty((0, K, K))
+    cnt = np.concatenate([m[:, lo:hi].sum(axis=0) for lo, hi in segs]).astype(np.int64)
+    bad = int(np.isinf(t).sum())
+    amax = float(max(t.max(), -t.min())) if t.size and not bad else 0.0
+    return P, sq, Gn, cnt, bad, amax, digests
+
+
+def _sum_masked_init(parts):
+    P, sq, Gn, cnt = (parts[0][i].copy() for i in range(4))
+    bad, amax, digests = parts[0][4], parts[0][5], list(parts[0][6])
+    with np.errstate(over="ignore", invalid="ignore"):
+        for p in parts[1:]:
+            P += p[0]
+            sq += p[1]
+            Gn += p[2]
+            cnt += p[3]
+            bad += p[4]
+            amax = max(amax, p[5])
+            digests += p[6]
+    return P, sq, Gn, cnt, bad, amax, digests
+
+
+def _count_masked_bad(totals):
+    """(infinite entries, max|A|, checksum or None) of the first masked pass."""
+    digests = [d for t in totals for d in t[6]]
+    return (int(sum(t[4] for t in totals)), float(max(t[5] for t in totals)),
+            combine_digests(digests) if digests else None)
+
+
+def _assemble_masked_init(*pieces):
+    P = np.concatenate([t[0][:, lo:hi] for t, lo, hi in pieces], axis=1)
+    sq = np.concatenate([t[1][lo:hi] for t, lo, hi in pieces])
+    Gn = np.ascontiguousarray(np.concatenate([t[2][lo:hi] for t, lo, hi in pieces]))
+    cnt = np.concatenate([t[3][lo:hi] for t, lo, hi in pieces])
+    return P, sq, Gn, cnt
+
+
+def _init_masked_block(assembled, index, a, b, priors, entropy, chain, trace_cols, K,
+                       extra=(), max_rows=0):
+    P, sq, Gn, _ = assembled
+    state = block_init(index, a, b, P[:K], sq, priors, entropy, chain, trace_cols=trace_cols,
+                       Gn=Gn)
+    if extra:
+        state = block_add_rows(state, extra, P[K:], max_rows)
+    return state
+
+
+def _masked_init_stats(assembled, a):
+    """(||A_b||^2, observed entries, the block's columns with none observed)."""
+    cnt = assembled[3]
+    return float(assembled[1].sum()), int(cnt.sum()), (a + np.flatnonzero(cnt == 0)).tolist()
+
+
+def _masked_rows_part(tile, Au, u_local, segs):
+    t, _ = _observed(tile)
+    X, idx = _masked_cols(t, Au, u_local)
+    return _products(t, X[:, idx], segs)
+
+
+def _swap_rows_part(tile, Au, u_local, segs, *, K, p, collapsed):
+    """A tile's share of the pending swap's new per-column Gram rows (missing="mask").
+
+    The columns are the current basis J (slot order) then the incoming ones. Collapsed:
+    for every candidate u, row p of every column's Gram if slot p took u, (m, K, cols);
+    otherwise for the one incoming column, (K, cols). The same products as
+    MaskedMemoryBackend.map, so a one-tile layout gives the same floats.
+    """
+    t, m = _observed(tile)
+    X, idx = _masked_cols(t, Au, u_local)
+    mf = m.astype(np.float64)
+    if collapsed:
+        XJ, au = X[:, idx[:K]], X[:, idx[K:]]
+    else:
+        J2 = list(idx[:K])
+        J2[p] = idx[K]
+        Xq = X[:, J2] * X[:, idx[K]][:, None]
+    out = []
+    for lo, hi in segs:
+        Mb = mf[:, lo:hi]
+        if collapsed:
+            qs = np.stack([(XJ * au[:, [i]]).T @ Mb for i in range(au.shape[1])])
+            qs[:, p] = (au * au).T @ Mb
+        else:
+            qs = Xq.T @ Mb
+        out.append(qs)
+    return np.concatenate(out, axis=-1)
+
+
+def _assemble_last(*pieces):
+    return np.ascontiguousarray(np.concatenate([t[..., lo:hi] for t, lo, hi in pieces],
+                                               axis=-1))
+
+
+def _set_mask_rows(held, q):
+    return block_set_mask_row(_state(held), _realign(q))
+
+
+def _masked_sse_part(tile, C, c_local, W_g):
+    t, m = _observed(tile)
+    X, idx = _masked_cols(t, C, c_local)
+    R = t - X[:, idx] @ _realign(W_g)
+    R2 = R * R
+    return np.array([R2.sum(), R2[m].sum()])
+
+
+class MaskedDaskBackend(DaskBackend):
+    """``missing="mask"`` on the Dask engine: NaN in A marks a missing entry, and the
+    likelihood counts the observed entries only (:class:`~dask_bid.engine.memory.
+    MaskedMemoryBackend` in memory, whose chain this one reproduces).
+
+    Every block also holds the per-column Gram matrices C[O_n]^T C[O_n] of its columns
+    (nb x K x K), computed by the tile tasks of the first pass, which reads the mask
+    from the NaN of each tile. A swap changes row p of every column's Gram; that needs
+    the mask of every column, so every move that proposes a swap runs one streaming pass
+    (``n_tries`` incoming columns at once for the collapsed move) whose per-block
+    results go from the tile tasks to the block's worker, never to the client.
+    """
+
+    #: the block functions whose swap needs the new Gram rows first
+    _SWAPS = frozenset({block_aggressive, block_plain_propose, block_annealed_propose})
+
+    def __init__(self, source: TileSource, executor, **kwargs):
+        super().__init__(source, executor, **kwargs)
+        self.n_swap_passes = 0
+
+    def init_blocks(self, J, priors, entropy, chain, extra=(), max_rows=0):
+        import dask
+
+        from .._errors import InputShapeError, NonFiniteInputError
+
+        J = [int(j) for j in J]
+        K = len(J)
+        extra = tuple(int(c) for c in extra)
+        hashed = self.want_checksum
+        totals = self._group_totals(partial(_masked_init_part, K=K), _sum_masked_init,
+                                    J + list(extra), hashed=hashed)
+        bad = dask.delayed(_count_masked_bad, pure=True)(totals)
+        handles = self.ex.compute(self._per_block(totals, _assemble_masked_init) + [bad])
+        assembled, bad = handles[:-1], handles[-1]
+        self._refresh_hints()
+        self._n += 1
+        self._held = [
+            self.ex.submit(_init_masked_block, assembled[b], b, a, e, priors, entropy, chain,
+                           self.trace_cols, K, extra, int(max_rows), key=self._key("init", b),
+                           hint=self._hints[b])
+            for b, (a, e) in enumerate(self.blocks)]
+        stats = self.ex.gather([self.ex.submit(_masked_init_stats, h, self.blocks[b][0],
+                                               key=self._key("sq", b))
+                                for b, h in enumerate(assembled)] + [bad])
+        n_bad, self.amax, checksum = stats[-1]
+        if n_bad:
+            raise NonFiniteInputError(
+                f"A contains {n_bad} infinite entries; missing='mask' treats only NaN as "
+                "missing. Replace the infinities.")
+        empty = [c for s in stats[:-1] for c in s[2]]
+        if empty:
+            raise InputShapeError(f"columns {empty[:5]} have no observed entry; drop them "
+                                  "first.")
+        if hashed:
+            self.checksum, self.want_checksum = checksum, False
+        if self.on_first_pass is not None:
+            hook, self.on_first_pass = self.on_first_pass, None
+            hook(self)
+        self.norm_a2 = float(sum(s[0] for s in stats[:-1]))
+        self.n_obs = int(sum(s[1] for s in stats[:-1]))
+        return self.norm_a2, self.n_obs
+
+    def add_rows(self, cols, max_rows):
+        cols = [int(c) for c in cols]
+        totals = self._group_totals(_masked_rows_part, _sum_arrays, cols)
+        rows = self.ex.compute(self._per_block(totals, _assemble_rows))
+        self._n += 1
+        self._held = [self.ex.submit(_add_rows, h, tuple(cols), rows[b], int(max_rows),
+                                     key=self._key("add", b), hint=self._hints[b])
+                      for b, h in enumerate(self._held)]
+
+    def _set_swap_rows(self, J, incoming, p, collapsed):
+        """One pass: every block gets the new Gram rows of the pending swap."""
+        J = [int(j) for j in J]
+        part = partial(_swap_rows_part, K=len(J), p=int(p), collapsed=bool(collapsed))
+        totals = self._group_totals(part, _sum_arrays, J + [int(u) for u in incoming])
+        rows = self.ex.compute(self._per_block(totals, _assemble_last))
+        self.n_swap_passes += 1
+        self._n += 1
+        self._held = [self.ex.submit(_set_mask_rows, h, rows[b], key=self._key("mrow", b),
+                                     hint=self._hints[b])
+                      for b, h in enumerate(self._held)]
+
+    def map(self, fn, ctx):
+        if fn is block_collapsed_score:
+            self._set_swap_rows(ctx.J, ctx.cands, ctx.p, True)
+        elif fn in self._SWAPS:
+            self._set_swap_rows(ctx.J, [ctx.u], ctx.p, False)
+        return super().map(fn, ctx)
+
+    def final_sse(self, columns, W, held):
+        """(SSE over all entries with the missing ones as 0, SSE over the observed ones),
+        directly from A in one pass (as MaskedMemoryBackend.sse)."""
+        return self.sse(columns, W)
+
+    def sse(self, columns, W, mask=None):
+        from .cluster import RECOVERABLE_ERRORS
+
+        for attempt in range(3):
+            try:
+                return self._masked_sse(columns, W)
+            except RECOVERABLE_ERRORS:
+                if attempt == 2:
+                    raise
+
+    def _masked_sse(self, columns, W):
+        import dask
+
+        lay = self.layout
+        cols = [int(c) for c in columns]
+        gathers = self._gathers(cols)
+        c_local = cols if len(lay.groups) == 1 else None
+        part = dask.delayed(_masked_sse_part, pure=True)
+        Ws = self.ex.scatter([np.ascontiguousarray(W[:, c0:c1]) for c0, c1 in lay.groups])
+        parts = [part(self.source.tile(r, g), gathers[r], c_local, Ws[g])
+                 for r in range(len(lay.row_tiles)) for g in range(len(lay.groups))]
+        total = _tree(parts, _sum_arrays)
+        out = self.ex.gather(self.ex.compute([total]))[0]
+        return float(out[0]), float(out[1])

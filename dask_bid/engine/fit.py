@@ -21,7 +21,7 @@ from .._errors import CheckpointError, DaskBidError, ParameterError
 from .chain import run_chain
 from .checkpoint import Checkpointer, StoreSpec, warn_fallback
 from .cluster import RECOVERABLE_ERRORS, check_cluster_versions, cluster_executor
-from .dask_backend import DaskBackend, TileSource, plan_layout
+from .dask_backend import DaskBackend, MaskedDaskBackend, TileSource, plan_layout
 from .fingerprint import compare_checksum, compare_metadata, metadata_fingerprint
 from .inputs import check_chunks
 from .lock import OutputLock
@@ -286,7 +286,8 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
     given = p["random_state"]
     entropy_given = None if given is None else root_entropy(given)
     in_chunks = _input_chunks(src)
-    layout = plan_layout((M, N), in_chunks, K, block_size=p["block_size"], chunks=chunks)
+    layout = plan_layout((M, N), in_chunks, K, block_size=p["block_size"], chunks=chunks,
+                         masked=_masked(p))
     params_cmp = {k: v for k, v in p.items() if k not in _NOT_COMPARED}
     meta = {"params": jsonable(params_cmp), "input_shape": [M, N],
             "layout": layout.describe(), "n_chains": p["n_chains"],
@@ -308,6 +309,23 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
                    checkpoint_every=int(checkpoint_every), callback=callback,
                    initial_columns=initial_columns)
         return run.run()
+
+
+def _masked(p) -> bool:
+    """``missing="mask"``: NaN marks a missing entry (the MaskedDaskBackend)."""
+    return p.get("missing") == "mask"
+
+
+def _zero_filled(A):
+    """The starting basis of a masked fit is computed on A with NaN as 0, as in memory."""
+    if isinstance(A, np.ndarray):
+        return np.where(np.isnan(A), 0.0, A)
+    import dask.array as da
+
+    x = A if hasattr(A, "dask") else da.from_array(A, chunks=A.chunks, lock=False,
+                                                   asarray=True)
+    x = x.astype(np.float64)
+    return da.where(da.isnan(x), 0.0, x)
 
 
 def _one_line(exc) -> str:
@@ -361,7 +379,9 @@ class _Fit:
             if src.kind == "numpy":
                 # max|A| in memory is cheap: numpy input never needs the second attempt
                 with np.errstate(invalid="ignore"):
-                    amax = float(np.max(np.abs(src.array)))
+                    # masked: NaN marks a missing entry, not a value
+                    amax = float((np.nanmax if _masked(self.p) else np.max)(
+                        np.abs(src.array)))
                 scale = scale_exponent(amax, self.p["priors"].beta_sigma)
                 if scale:
                     check_range(amax, min_nonzero_abs(src.array), scale)
@@ -448,6 +468,10 @@ class _Fit:
         trace_cols = (np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64))
                       if n_trace else ())
         A0 = src.array if not scale else scale_array(src.array, scale)
+        masked = _masked(p)
+        if masked:
+            A0 = _zero_filled(A0)
+        Backend = MaskedDaskBackend if masked else DaskBackend
         backends = []
         source = None
         try:
@@ -462,7 +486,7 @@ class _Fit:
                         ckpt = Checkpointer(spec)
                     runners, starts = [], []
                     for c in range(p["n_chains"]):
-                        be = DaskBackend(source, ex, trace_cols=trace_cols, chain=c)
+                        be = Backend(source, ex, trace_cols=trace_cols, chain=c)
                         be.want_checksum = c == 0 and group is not None
                         be.on_first_pass = self._hook(c, scale)
                         backends.append(be)
@@ -481,8 +505,11 @@ class _Fit:
                         J0 = None if state is not None else self._initial(A0, p, c, scale)
                         starts.append((state, J0))
                     outputs = _run_chains(ex, ckpt, runners, starts)
+                    # summarise divides the observed SSE by ``mask.sum()``: the count is
+                    # all it needs of the mask, which the engine never holds whole
+                    n_obs = np.asarray(outputs[0].n_obs) if masked else None
                     res = summarise(p, outputs, backends, self.entropy, (M, N), trace_cols,
-                                    backends[0].final_sse)
+                                    backends[0].final_sse, mask=n_obs)
                     res.n_recoveries = sum(r.n_recoveries for r in runners)
                     unscale_result(check_finite_result(res), scale)
                     if group is not None:

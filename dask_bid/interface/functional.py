@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import InputShapeError, NonFiniteInputError, ParameterError
+from .._errors import InputShapeError, NonFiniteInputError
 from ..engine.chain import run_chain
 from ..engine.fit import ENGINE_DEFAULTS
 from ..engine.inputs import as_matrix_source
@@ -19,7 +19,8 @@ __all__ = ["bayesian_id", "DEFAULTS", "PAPER_SETTINGS"]
 
 DEFAULTS = dict(
     model="gbt", sampler="collapsed", n_tries=8, acceptance="metropolis", n_anneal=10,
-    anneal_every=5, search_warmup=0, n_iter=1000,
+    anneal_every=5, search_warmup=0, tempered_warmup=0, warmup_temperature=1e4,
+    n_iter=1000,
     burn_in=200, thin=1, bounds=(-1.0, 1.0),
     alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0, mu_mu=0.0, tau_mu=0.1, alpha_t=1.0,
     beta_t=1.0, init="auto", point_estimate="best", temperature=1.0, n_chains=1,
@@ -68,6 +69,12 @@ def _initial_columns(A, p, entropy, chain):
     except NonFiniteInputError as exc:
         # out-of-core input meets its first full read here: say what the sampler accepts
         where = str(exc).split(". ")[0].rstrip(".")
+        if p["missing"] == "mask":
+            # the masked engine hands over A with NaN as 0: what is left is infinite
+            raise NonFiniteInputError(
+                f"{where.replace('NaN or infinity', 'infinity')} (found while computing the "
+                f"initial basis, init={p['init']!r}): A contains infinite entries; "
+                "missing='mask' treats only NaN as missing. Replace the infinities.") from exc
         raise NonFiniteInputError(
             f"{where} (found while computing the initial basis, init={p['init']!r}). Fill "
             "them (e.g. with 0, as the paper does for missing values), or pass "
@@ -116,12 +123,15 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     src = as_matrix_source(A, storage_options=engine_kw.get("storage_options"))
     p = validate_params(p, n_cols=src.shape[1])
     masked = p["missing"] == "mask"
+    on_engine = (src.kind != "numpy" or engine_kw.get("client") is not None
+                 or engine_kw.get("out") is not None or engine_kw.get("resume"))
+    if masked and on_engine:
+        # the Dask engine reads the mask from the NaN of each tile in its passes, and
+        # refuses infinities and columns with nothing observed in its first one
+        from ..engine.fit import fit_dask
+
+        return fit_dask(src, p, initial_columns=_initial_columns, **engine_kw)
     if masked:
-        if src.kind != "numpy" or any(engine_kw.get(k) for k in ("client", "out", "resume")):
-            raise ParameterError(
-                "missing='mask' runs in memory only for now (each column keeps its own K x K "
-                "Gram matrix): pass a numpy array with NaN marking missing entries, or fill "
-                "them and use missing='zero' for out-of-core input.")
         X = np.asarray(src.array, dtype=np.float64)
         if np.isinf(X).any():
             raise NonFiniteInputError("A contains infinite entries; missing='mask' treats only "
@@ -139,8 +149,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         raise NonFiniteInputError(
             f"A contains {bad} NaN or infinite entries. Fill them, or pass missing='mask' "
             "to treat NaN as missing.")
-    if (src.kind != "numpy" or engine_kw.get("client") is not None
-            or engine_kw.get("out") is not None or engine_kw.get("resume")):
+    if on_engine:
         from ..engine.fit import fit_dask
 
         return fit_dask(src, p, initial_columns=_initial_columns, **engine_kw)
