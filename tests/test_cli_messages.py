@@ -68,6 +68,11 @@ def _txt_inf(d):
     return d / "in.txt"
 
 
+def _txt_empty_column(d):
+    (d / "in.txt").write_text("1 nan 3\n4 nan 6\n7 nan 9\n10 nan 12\n")
+    return d / "in.txt"
+
+
 def _npy_good(d):
     A, _ = _planted()
     np.save(d / "in.npy", A)
@@ -101,13 +106,19 @@ CASES = [
      ["one column", "comma", "';'", "at least 2 columns"]),
     ("one column", _txt_one_column, [], ["one column", "whitespace"]),
     ("NaN in a .npy or text input", _txt_nan, [],
-     ["missing values (NaN)", "line 2, column 3", "--fill-missing zero"]),
+     ["missing values (NaN)", "line 2, column 3", "--missing mask", "--fill-missing zero"]),
     ("infinity in a .npy or text input", _txt_inf, ["--fill-missing", "zero"],
      ["line 2, column 3", "infinite"]),
     ("Python parameter names", _npy_good, ["--n-iter", "10", "--burn-in", "10"],
      ["--burn-in (10) must be smaller than --n-iter (10)", "Lower --burn-in"]),
     ("K out of range", _npy_good, ["--k", "10"], ["--k must be between 1 and 9"]),
-    ("--missing", _npy_good, ["--missing", "mask"], ["unrecognized arguments: --missing"]),
+    ("--missing mask with --fill-missing zero", _txt_nan,
+     ["--missing", "mask", "--fill-missing", "zero"],
+     ["--missing mask and --fill-missing zero disagree", "Pass one of them"]),
+    ("--missing mask and infinity", _txt_inf, ["--missing", "mask"],
+     ["line 2, column 3", "infinite"]),
+    ("--missing mask and a column with no observed entry", _txt_empty_column,
+     ["--missing", "mask"], ["columns [2] (counted from 1)", "no observed entry", "drop them"]),
     ("--fill-missing with a Zarr input", _zarr_good, ["--fill-missing", "zero"],
      ["--fill-missing applies to .npy and text files"]),
 ]
@@ -151,6 +162,7 @@ def test_every_cli_row_of_the_docs_has_a_case():
 
 #: rows tested by the tests below, not by the table of cases
 OTHER_ROWS = ("NaN in a Zarr input", "error-k over fits of different inputs",
+              "a conversion made for the other treatment of NaN",  # test_cli_masked.py
               "permission denied", "an error inside a library")
 
 
@@ -195,8 +207,8 @@ def test_paper_data_file_from_the_command_line(shared_data_dir, tmp_path, capsys
     src = shared_data_dir / "ccle_ic50" / "ic50.txt"
     out = tmp_path / "k5.zarr"
     assert main(["fit", str(src), "--k", "5", "--out", str(out)]) == 2
-    assert_one_line_error(capsys.readouterr().err, "ic50.txt", "NaN", "--fill-missing zero",
-                          progress_allowed=True)
+    assert_one_line_error(capsys.readouterr().err, "ic50.txt", "NaN", "--missing mask",
+                          "--fill-missing zero", progress_allowed=True)
     assert list(tmp_path.iterdir()) == []
     assert main(["fit", str(src), "--k", "5", "--out", str(out), "--fill-missing", "zero",
                  "--n-iter", "30", "--burn-in", "10", "--seed", "0", "-q"]) == 0
@@ -214,8 +226,12 @@ def test_nan_in_zarr_input_does_not_block_the_retry(tmp_path, capsys):
     args = ["fit", str(tmp_path / "in.zarr"), "--k", "2", "--out", str(tmp_path / "o.zarr"),
             *FAST]
     assert main(args) == 2
-    assert_one_line_error(capsys.readouterr().err, "NaN", "--fill-missing zero",
-                          progress_allowed=True)
+    assert_one_line_error(capsys.readouterr().err, "NaN", "--missing mask",
+                          "--fill-missing zero", progress_allowed=True)
+    # the Zarr array is read as is: --fill-missing names --missing mask instead
+    assert main([*args, "--fill-missing", "zero"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "--fill-missing applies to .npy",
+                          "--missing mask")
     z[5, 3] = 0.0  # the user fills it and runs the same command again
     assert main([*args, "-q"]) == 0, capsys.readouterr().err
 

@@ -83,9 +83,10 @@ _FLAGS = {"n_components": "--k", "n_iter": "--n-iter", "burn_in": "--burn-in",
           "refine_sweeps": "--refine-sweeps", "checkpoint_every": "--checkpoint-every",
           "bounds": "--bounds", "init": "--init", "model": "--model", "out": "--out",
           "overwrite": "--overwrite", "resume": "--resume", "client": "--scheduler",
-          "allow_missing_chunks": "--allow-missing-chunks"}
+          "allow_missing_chunks": "--allow-missing-chunks", "missing": "--missing"}
 #: names that are also English words: translated only as ``name=...`` or ``name (``
-_WORDS = {"thin", "bounds", "init", "model", "out", "overwrite", "resume", "client"}
+_WORDS = {"thin", "bounds", "init", "model", "out", "overwrite", "resume", "client",
+          "missing"}
 _ASSIGN = re.compile(r"\b(" + "|".join(_FLAGS) + r")=('?)([\w+-]*(?:\.\d+)?)\2")
 _BARE = re.compile(r"\b(" + "|".join(k for k in _FLAGS if k not in _WORDS) + r")\b")
 #: code the user may copy (backticks, a call) keeps its Python spelling

@@ -14,6 +14,8 @@ import numpy as np
 
 from ._core import CLIError, file_suffix, is_url
 from .reading import (
+    KEEP_NAN,
+    NAN_ADVICE,
     check_text_columns,
     count_rows,
     detect_text_layout,
@@ -31,7 +33,9 @@ __all__ = ["convert_to_zarr", "TEXT_SUFFIXES", "CONVERTIBLE_SUFFIXES", "load_in_
 #: Files converted to a Zarr store before a fit.
 TEXT_SUFFIXES = (".csv", ".txt", ".tsv")
 CONVERTIBLE_SUFFIXES = (".npy", *TEXT_SUFFIXES)
-#: Attribute of a converted store: ``{"fill": "zero" or None, "n_filled": int}``.
+#: Attribute of a converted store: ``{"fill": "zero", "keep" or None, "n_filled": int,
+#: "n_kept": int}`` (NaN replaced by 0 with --fill-missing zero; NaN kept as the
+#: missing-entry marker with --missing mask).
 MISSING_ATTR = "dask_bid_missing"
 
 
@@ -49,10 +53,11 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     than memory converts too. Text files may have one header line; empty fields and
     ``nan`` are missing values (NaN). The sampler has no missing-data model on the command
     line yet, so a NaN is refused (naming its line and column, before anything is left
-    behind) unless ``fill_missing="zero"`` replaces it by 0; infinity is always refused.
+    behind) unless ``fill_missing="zero"`` replaces it by 0 or ``fill_missing="keep"``
+    keeps it (``--missing mask``: NaN marks a missing entry); infinity is always refused.
     The store records where it came from (attribute ``dask_bid_converted_from``) and how
-    many entries were filled (``dask_bid_missing``): a later call with the same, unchanged
-    source reuses it instead of converting again.
+    many entries were filled or kept (``dask_bid_missing``): a later call with the same,
+    unchanged source and the same treatment of NaN reuses it instead of converting again.
 
     Parameters
     ----------
@@ -66,8 +71,9 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
         Replace an existing ``dst`` that was not converted from this very file.
     chunks : (int, int), optional
         Default: :func:`dask_bid.engine.default_chunks`.
-    fill_missing : {None, "zero"}
-        ``"zero"``: every NaN becomes 0 (the paper's fill for missing entries).
+    fill_missing : {None, "zero", "keep"}
+        ``"zero"``: every NaN becomes 0 (the paper's fill for missing entries); ``"keep"``:
+        NaN stays, the marker of a missing entry for ``missing="mask"``.
 
     Returns
     -------
@@ -86,19 +92,12 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     existing = _open_existing(dst)
     if existing is not None:
         if existing.attrs.get("dask_bid_converted_from") == stamp:
-            filled = int((existing.attrs.get(MISSING_ATTR) or {}).get("n_filled", 0))
-            if filled and fill_missing is None:
-                from .reading import MissingValuesError
-
-                raise MissingValuesError(
-                    f"{src!r} has {filled} missing values (NaN); the sampler has no "
-                    "missing-data model on the command line yet. Pass --fill-missing zero "
-                    "to replace every NaN by 0 (the paper's fill), as the conversion "
-                    f"{dst!r} did, or fill them yourself.")
-            if not quiet:
-                print(f"reusing {dst} (already converted from {src})", file=sys.stderr)
-            return dst
-        if not overwrite:
+            _check_reusable(existing, src, dst, fill_missing, overwrite)
+            if not _needs_reconversion(existing, fill_missing):
+                if not quiet:
+                    print(f"reusing {dst} (already converted from {src})", file=sys.stderr)
+                return dst
+        elif not overwrite:
             raise OutputExistsError(
                 f"{dst!r} exists and was not converted from this version of {src!r}; pass "
                 "--overwrite to replace it.")
@@ -136,22 +135,72 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     blocks = (iter_npy_blocks(arr, rows_per_write, dtype) if suffix == ".npy"
               else iter_text_blocks(src, layout, rows_per_write))
     n_filled = 0
+    observed = np.zeros(shape[1], dtype=np.int64)
     try:
         with tqdm(total=shape[0], desc=f"converting {os.path.basename(src)}", unit="row",
                   disable=quiet, file=sys.stderr, dynamic_ncols=True) as bar:
             for r0, block, lines in blocks:
                 block, n = finite_or_filled(block, src, r0, lines, fill_missing)
                 n_filled += n
+                if fill_missing == KEEP_NAN:
+                    observed += np.count_nonzero(~np.isnan(block), axis=0)
                 z[r0:r0 + block.shape[0]] = block
                 bar.update(block.shape[0])
+        if fill_missing == KEEP_NAN and not observed.all():
+            # found here, before the fit creates OUT: the masked model needs one each
+            base = 0 if suffix == ".npy" else 1
+            cols = (np.flatnonzero(observed == 0) + base)[:5].tolist()
+            raise CLIError(
+                f"columns {cols} (counted from {base}) of {src!r} have no observed entry "
+                "(all NaN); --missing mask fits each column from its observed entries: "
+                "drop them first.")
     except CLIError:
         # a refusal (NaN, a bad cell): leave no half-written store that could pass for data
         _remove_store(dst)
         raise
-    z.attrs[MISSING_ATTR] = {"fill": fill_missing, "n_filled": n_filled}
+    z.attrs[MISSING_ATTR] = ({"fill": fill_missing, "n_filled": 0, "n_kept": n_filled}
+                             if fill_missing == KEEP_NAN else
+                             {"fill": fill_missing, "n_filled": n_filled})
     z.attrs["dask_bid_converted_from"] = stamp
     mark_complete(z)
     return dst
+
+
+def _stored_nan(existing):
+    """(how the conversion treated NaN, how many it met) of a converted store."""
+    missing = existing.attrs.get(MISSING_ATTR) or {}
+    fill = missing.get("fill")
+    n = int(missing.get("n_kept" if fill == KEEP_NAN else "n_filled") or 0)
+    return fill, n
+
+
+def _needs_reconversion(existing, fill_missing) -> bool:
+    # a file without NaN converts to the same store whatever the treatment of NaN
+    fill, n = _stored_nan(existing)
+    return bool(n) and fill != fill_missing
+
+
+def _check_reusable(existing, src, dst, fill_missing, overwrite):
+    """Refuse to reuse a conversion that treated the file's NaN otherwise than asked
+    now (``--overwrite`` converts again)."""
+    from .reading import MissingValuesError
+
+    fill, n = _stored_nan(existing)
+    if not _needs_reconversion(existing, fill_missing) or overwrite:
+        return
+    if fill_missing is None:
+        raise MissingValuesError(
+            f"{src!r} has {n} missing values (NaN). {NAN_ADVICE} (the conversion {dst!r} "
+            f"was made with {_treatment(fill)}).")
+    raise MissingValuesError(
+        f"{dst!r} was converted from {src!r} with {_treatment(fill)}, and this fit asks for "
+        f"{_treatment(fill_missing)}: pass --overwrite to convert it again, or the same "
+        "option as before.")
+
+
+def _treatment(fill) -> str:
+    return {KEEP_NAN: "--missing mask (NaN kept)",
+            "zero": "--fill-missing zero (NaN replaced by 0)"}.get(fill, "no NaN allowed")
 
 
 def converted_fill_count(path) -> int:
@@ -215,7 +264,9 @@ def load_in_memory(path, fill_missing=None):
         layout = detect_text_layout(path)
         check_text_columns(path, layout)
         blocks = iter_text_blocks(path, layout, 65536)
-    parts = [finite_or_filled(block, path, r0, lines, fill_missing)[0]
+    # the baselines have no missing-data model: only the fill is offered
+    advice = "Pass --fill-missing zero to replace every NaN by 0 (the paper's fill)"
+    parts = [finite_or_filled(block, path, r0, lines, fill_missing, advice)[0]
              for r0, block, lines in blocks]
     return np.concatenate(parts, axis=0)
 

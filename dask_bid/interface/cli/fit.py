@@ -10,6 +10,7 @@ import numpy as np
 
 from ._core import (
     CLIError,
+    cli_words,
     file_suffix,
     is_url,
     nonneg_int,
@@ -26,7 +27,7 @@ from .convert import (
 )
 from .plotting import parse_plot_kinds, plot_stem, write_plots
 from .progress import ChainProgress, InterruptLatch
-from .reading import FILL_CHOICES
+from .reading import FILL_CHOICES, KEEP_NAN, MISSING_CHOICES
 from .report import result_lines
 
 #: CLI option -> sampler parameter, for the options left to the library's default when
@@ -36,7 +37,7 @@ _SAMPLER_OPTIONS = {"model": "model", "sampler": "sampler", "n_tries": "n_tries"
                     "anneal_every": "anneal_every", "n_iter": "n_iter", "burn_in": "burn_in",
                     "thin": "thin", "n_chains": "n_chains", "seed": "random_state",
                     "point_estimate": "point_estimate", "w_estimate": "w_estimate",
-                    "refine_sweeps": "refine_sweeps"}
+                    "refine_sweeps": "refine_sweeps", "missing": "missing"}
 
 
 def params_from_args(args) -> dict:
@@ -128,12 +129,14 @@ def _validate_early(src, k, params):
     return shape
 
 
-def _nan_message(exc, src) -> str:
+def _nan_message(exc, src, masked=False) -> str:
     """The engine's NaN refusal, in command-line terms (it speaks of missing='mask')."""
+    if masked:  # only infinity is refused then: the engine's words fit as they are
+        return cli_words(str(exc))
     where = str(exc).split(". ")[0].rstrip(".")
-    return (f"{where}. The sampler has no missing-data model on the command line yet: fill "
-            f"the NaN of {src!r} (0 is the paper's fill) and run again; a .npy or text "
-            "input is filled on conversion with --fill-missing zero.")
+    return (f"{where}. Pass --missing mask to fit the observed entries only (NaN marks a "
+            f"missing entry), or fill the NaN of {src!r} (0 is the paper's fill; a .npy or "
+            "text input is filled on conversion with --fill-missing zero) and run again.")
 
 
 def run(args):
@@ -152,10 +155,16 @@ def run(args):
     params = params_from_args(args)
     src = args.input
     convertible = not is_url(src) and file_suffix(src) in CONVERTIBLE_SUFFIXES
+    masked = params.get("missing") == "mask"
+    if args.fill_missing and masked:
+        raise CLIError("--missing mask and --fill-missing zero disagree: --missing mask leaves "
+                       "every NaN out of the likelihood, --fill-missing zero makes it a 0 "
+                       "that counts. Pass one of them.")
     if args.fill_missing and not convertible:
         raise CLIError(f"--fill-missing applies to .npy and text files, which dask-bid "
-                       f"converts; the Zarr array {src!r} is read as is: fill its NaN first, "
-                       "or fit the .npy / text file it came from.")
+                       f"converts; the Zarr array {src!r} is read as is: pass --missing mask "
+                       "to fit its observed entries only, fill its NaN first, or fit the "
+                       ".npy / text file it came from.")
     # everything checkable from metadata is checked before converting or sampling
     shape = _validate_early(src, args.k, params)
     if failed is not None:
@@ -163,7 +172,7 @@ def run(args):
     if convertible:
         dst = converted_path(src, out)
         src = convert_to_zarr(src, dst, quiet=args.quiet, overwrite=args.overwrite,
-                              fill_missing=args.fill_missing)
+                              fill_missing=KEEP_NAN if masked else args.fill_missing)
         n_filled = converted_fill_count(src)
         if n_filled:
             say(f"filled       {n_filled} NaN entries of {args.input} by 0 (--fill-missing "
@@ -210,7 +219,7 @@ def _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch
                               checkpoint_every=args.checkpoint_every, callback=callback,
                               allow_missing_chunks=args.allow_missing_chunks)
     except NonFiniteInputError as exc:
-        raise CLIError(_nan_message(exc, src)) from exc
+        raise CLIError(_nan_message(exc, src, params.get("missing") == "mask")) from exc
     return res
 
 
@@ -270,10 +279,15 @@ def add_parser(sub):
     fit.add_argument("--refine-sweeps", type=nonneg_int, default=None, metavar="N",
                      help="W sweeps with the reported basis fixed after the chain "
                      "(default 20)")
+    fit.add_argument("--missing", choices=MISSING_CHOICES, default=None,
+                     help="mask: NaN marks a missing entry, left out of the likelihood (the "
+                     "fit uses the observed entries only; a .npy or text INPUT keeps its NaN "
+                     "when converted); zero (default): every entry counts, and a NaN is "
+                     "refused unless --fill-missing zero fills it")
     fit.add_argument("--fill-missing", choices=FILL_CHOICES, default=None,
                      help="zero: replace every NaN (missing value) of a .npy or text INPUT "
                      "by 0 when converting it, the paper's fill (recorded in the converted "
-                     "store); default: a NaN is refused, naming its line")
+                     "store); default: a NaN is refused, naming its line (see --missing)")
     fit.add_argument("--paper", action="store_true",
                      help="the paper's exact choices (dask_bid.PAPER_SETTINGS: aggressive "
                      "sampler, 500 iterations, random init, mode basis, mean W, no "

@@ -26,21 +26,31 @@ from .convert import (
     count_rows,
     detect_text_layout,
 )
-from .reading import npy_header, scan_non_finite
+from .reading import KEEP_NAN, npy_header, scan_non_finite
+
+#: ``info`` counts the NaN of a Zarr array (one read of it) up to this size; a larger
+#: one converted by dask-bid reports the count its conversion recorded
+INFO_SCAN_BYTES = 2**30
 
 
 def _missing_lines(info) -> list[str]:
-    """NaN and infinity counts of a file, and what ``fit`` does with them."""
+    """NaN and infinity counts of a file, the observed entries, and what ``fit`` does
+    with them."""
     n_nan, n_inf = info.get("n_nan"), info.get("n_inf")
     if n_nan is None:
+        if info.get("nan_not_counted"):
+            return [f"  missing    not counted: reading all {human_bytes(info['size'])} "
+                    f"takes a while (counted up to {human_bytes(INFO_SCAN_BYTES)})"]
         return []
     M, N = info["shape"][:2] if len(info["shape"]) >= 2 else (info["shape"][0], 1)
     total = max(1, int(M) * int(N))
     lines = [f"  missing    {n_nan} NaN entries ({n_nan / total:.1%})"
-             + (f", {n_inf} infinite" if n_inf else "")]
+             + (f", {n_inf} infinite" if n_inf else ""),
+             f"  observed   {total - n_nan} of {total} entries ({(total - n_nan) / total:.1%})"]
     if n_nan:
-        lines.append("  note       `dask-bid fit` refuses NaN: --fill-missing zero replaces "
-                     "them by 0 (the paper's fill)")
+        lines.append("  note       `dask-bid fit` refuses NaN unless --missing mask (the fit "
+                     "uses the observed entries only) or --fill-missing zero (NaN replaced "
+                     "by 0, the paper's fill)")
     if n_inf:
         lines.append("  note       infinite entries are refused: replace them first")
     return lines
@@ -104,12 +114,23 @@ def describe_path(path) -> dict:
         with contextlib.suppress(Exception):
             info["compressors"] = [type(c).__name__ for c in node.compressors]
         conv = node.attrs.get("dask_bid_converted_from")
+        recorded = None
         if isinstance(conv, dict):
             info["converted_from"] = conv.get("path")
             missing = node.attrs.get(MISSING_ATTR)
             if isinstance(missing, dict):
                 info["filled"] = {"fill": missing.get("fill"),
                                   "n_filled": missing.get("n_filled")}
+                # the conversion refuses infinity, and kept (or filled) every NaN
+                recorded = int((missing.get("n_kept") if missing.get("fill") == KEEP_NAN
+                                else 0) or 0)
+        if len(node.shape) == 2 and node.dtype.kind == "f":
+            if int(node.nbytes) <= INFO_SCAN_BYTES and not info.get("incomplete"):
+                info["n_nan"], info["n_inf"] = _count_non_finite(node)
+            elif recorded is not None:
+                info["n_nan"], info["n_inf"] = recorded, 0
+            else:
+                info["nan_not_counted"] = True
         return info
     meta = node.attrs.get("dask_bid")
     if meta is None:
@@ -143,6 +164,17 @@ def describe_path(path) -> dict:
     return info
 
 
+def _count_non_finite(array):
+    """(NaN, infinite) entries of a 2-D Zarr array, read one row chunk at a time."""
+    n_nan = n_inf = 0
+    rows = int(array.chunks[0])
+    for r0 in range(0, int(array.shape[0]), rows):
+        block = np.asarray(array[r0:r0 + rows])
+        n_nan += int(np.isnan(block).sum())
+        n_inf += int(np.isinf(block).sum())
+    return n_nan, n_inf
+
+
 def info_lines(info) -> list[str]:
     kind = info["kind"]
     lines = [f"{info['path']}: {kind}"]
@@ -167,7 +199,7 @@ def info_lines(info) -> list[str]:
         if info.get("converted_from"):
             lines.append(f"  converted  from {info['converted_from']}")
         filled = info.get("filled") or {}
-        if filled.get("fill"):
+        if filled.get("fill") == "zero":
             lines.append(f"  filled     {filled.get('n_filled')} NaN entries replaced by 0 "
                          f"(--fill-missing {filled['fill']})")
         lines += _missing_lines(info)

@@ -17,16 +17,26 @@ from ._core import CLIError, file_suffix
 
 __all__ = ["TextLayout", "detect_text_layout", "count_rows", "iter_text_blocks",
            "npy_header", "open_npy", "iter_npy_blocks", "MissingValuesError",
-           "finite_or_filled", "scan_non_finite", "FILL_CHOICES"]
+           "finite_or_filled", "scan_non_finite", "FILL_CHOICES", "MISSING_CHOICES", "KEEP_NAN",
+           "NAN_ADVICE"]
 
 #: What ``--fill-missing`` accepts: ``zero`` replaces every NaN by 0 (the paper's fill).
 FILL_CHOICES = ("zero",)
+#: What ``--missing`` accepts: ``zero`` (the default: every entry counts, NaN refused
+#: unless filled) or ``mask`` (NaN marks a missing entry, left out of the likelihood).
+MISSING_CHOICES = ("zero", "mask")
+#: The conversion's mode for ``--missing mask``: NaN is kept, as the missing-entry marker.
+KEEP_NAN = "keep"
+#: How to fit a matrix with NaN, in the words of every refusal that meets one.
+NAN_ADVICE = ("Pass --missing mask to fit the observed entries only (NaN marks a missing "
+              "entry), or --fill-missing zero to replace every NaN by 0 (the paper's fill)")
 
 _DELIM_NAMES = {None: "whitespace", ",": "comma", "\t": "tab"}
 
 
 class MissingValuesError(CLIError):
-    """The matrix holds NaN and no ``--fill-missing`` was given."""
+    """The matrix holds NaN and neither ``--missing mask`` nor ``--fill-missing`` was
+    given."""
 
 
 class TextLayout(NamedTuple):
@@ -207,9 +217,11 @@ def _where(path, first_row, lines, i, j) -> str:
     return f"row {first_row + i}, column {j} (from 0) of {os.fspath(path)!r}"
 
 
-def finite_or_filled(block, path, first_row, lines, fill):
-    """Check a parsed block: NaN is refused (or replaced by 0 with ``fill="zero"``),
-    infinity is always refused. Returns ``(block, n_filled)``."""
+def finite_or_filled(block, path, first_row, lines, fill, advice=NAN_ADVICE):
+    """Check a parsed block: NaN is refused (replaced by 0 with ``fill="zero"``, kept as
+    the missing-entry marker with ``fill="keep"``, for ``--missing mask``), infinity is
+    always refused. Returns ``(block, n)``: ``n`` NaN filled or kept. ``advice`` ends the
+    NaN refusal (the flags of the command that reads the file)."""
     finite = np.isfinite(block)
     if finite.all():
         return block, 0
@@ -223,10 +235,10 @@ def finite_or_filled(block, path, first_row, lines, fill):
         i, j = np.argwhere(nan)[0]
         raise MissingValuesError(
             f"{os.fspath(path)!r} has missing values (NaN), the first at "
-            f"{_where(path, first_row, lines, i, j).rsplit(' of ', 1)[0]}; the sampler has no "
-            "missing-data model on the command line yet. Pass --fill-missing zero to replace "
-            "every NaN by 0 (the paper's fill), or fill them yourself "
+            f"{_where(path, first_row, lines, i, j).rsplit(' of ', 1)[0]}. {advice} "
             "(`dask-bid info FILE` counts them).")
+    if fill == KEEP_NAN:
+        return block, int(nan.sum())
     block = np.where(nan, 0.0, block)
     return block, int(nan.sum())
 
