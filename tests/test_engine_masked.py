@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _support import assert_same_chain
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, WorkerPlugin
 
 from dask_bid import BayesianID, InputShapeError, NonFiniteInputError
 from dask_bid.engine import to_zarr
@@ -27,6 +27,8 @@ SYNC = dict(client="synchronous")
 # 4 row tiles x 2 column groups: the gathers and the reduction tree are exercised
 TILES = (32, 40)
 SAMPLERS = ["collapsed", "plain", "aggressive", "search"]
+# the chains of the store: shorter (every masked iteration streams the store once)
+KWS = {**KW, "n_iter": 14, "burn_in": 4}
 
 
 def _matrix(seed=0, frac=0.3):
@@ -51,7 +53,7 @@ def store(tmp_path_factory):
 @pytest.fixture(scope="module")
 def reference(store):
     """The masked chain of the store on the synchronous path."""
-    return bayesian_id(store, K, chunks=TILES, checkpoint_every=7, **KW, **SYNC)
+    return bayesian_id(store, K, chunks=TILES, checkpoint_every=5, **KWS, **SYNC)
 
 
 # --------------------------------------------------------------- 1. the in-memory chain
@@ -90,7 +92,7 @@ def test_masked_likelihood_differs_from_the_zero_fill():
 
 
 def test_many_tiles_close_to_memory_backend(reference):
-    mem = bayesian_id(_matrix(), K, **KW)
+    mem = bayesian_id(_matrix(), K, **KWS)
     # the partial products are summed over row tiles in another order: equal to rounding
     np.testing.assert_array_equal(mem.columns, reference.columns)
     np.testing.assert_allclose(mem.trace["mse"], reference.trace["mse"], rtol=1e-10)
@@ -106,19 +108,21 @@ def test_layout_is_multi_tile():
 
 # --------------------------------------------------------------- 2. execution paths
 def test_sync_path_repeats(store, reference):
-    assert_same_chain(reference, bayesian_id(store, K, chunks=TILES, **KW, **SYNC))
+    assert_same_chain(reference, bayesian_id(store, K, chunks=TILES, checkpoint_every=5,
+                                             **KWS, **SYNC))
 
 
 @pytest.mark.parametrize("processes", [True, False], ids=["processes", "threads"])
 def test_local_cluster_matches_sync(store, reference, processes):
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
-        res = bayesian_id(store, K, client=client, chunks=TILES, checkpoint_every=7, **KW)
-        # numpy input on the cluster: the same chain as the store's
-        res_np = bayesian_id(_matrix(), K, client=client, chunks=TILES, checkpoint_every=7,
-                             **KW)
+        res = bayesian_id(store, K, client=client, chunks=TILES, checkpoint_every=5, **KWS)
+        if processes:
+            # numpy input on the cluster: the same chain as the store's
+            res_np = bayesian_id(_matrix(), K, client=client, chunks=TILES,
+                                 checkpoint_every=5, **KWS)
+            assert_same_chain(reference, res_np)
     assert_same_chain(reference, res)
-    assert_same_chain(reference, res_np)
     assert res.mse_observed == reference.mse_observed
 
 
@@ -169,6 +173,102 @@ def test_masked_engine_refuses_infinity_and_empty_columns(tmp_path):
 
 
 def test_estimator_fits_a_masked_store(store, reference):
-    est = BayesianID(K, **KW).fit(store, chunks=TILES, checkpoint_every=7, **SYNC)
+    est = BayesianID(K, **KWS).fit(store, chunks=TILES, checkpoint_every=5, **SYNC)
     np.testing.assert_array_equal(est.columns_, reference.columns)
     assert est.mse_observed_ == reference.mse_observed
+
+
+# --------------------------------------------------------------- 5. memory per block
+def _nbytes(x, seen=None):
+    """Bytes of the numpy arrays held by ``x`` (tuples, lists, dicts, NamedTuples)."""
+    if isinstance(x, np.ndarray):
+        return x.nbytes
+    if isinstance(x, dict):
+        return sum(_nbytes(k) + _nbytes(v) for k, v in x.items())
+    if isinstance(x, (tuple, list)):
+        return sum(_nbytes(v) for v in x)
+    return 0
+
+
+class _LargestResult(WorkerPlugin):
+    """Worker plugin: the largest result (array bytes) of every kind of task, where the
+    kind is the key's prefix (``bid-init``, ``bid-block_collapsed_score``, ``_masked_init_part``
+    ...); block states are told apart from the small results that travel."""
+
+    name = "largest-result"
+
+    def setup(self, worker):
+        self.worker = worker
+        worker.largest_result = {}
+
+    def transition(self, key, start, finish, **kwargs):
+        if finish != "memory":
+            return
+        from dask.utils import key_split
+
+        from dask_bid.kernels.block import BlockState
+
+        value = self.worker.data.get(key) if key in self.worker.data else None
+        if value is None:
+            return
+        is_state = isinstance(value, BlockState) or (
+            isinstance(value, tuple) and value and isinstance(value[0], BlockState))
+        kind = ("state" if is_state else key_split(key))
+        sizes = self.worker.largest_result
+        sizes[kind] = max(sizes.get(kind, 0), _nbytes(value))
+
+
+def test_block_memory_stays_within_the_stated_bound(tmp_path):
+    """The bound of docs/engine.md, measured: every block state a worker holds during a
+    masked fit, and every partial result of a streaming task, on workers with a memory
+    limit (none spills, pauses or restarts)."""
+    import os
+    import sys
+
+    import cloudpickle
+
+    from dask_bid.engine.dask_backend import TILE_BYTES, masked_block_bytes
+
+    Mb, Nb, Kb, nb = 6_000, 192, 5, 32
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((Mb, Kb)) @ rng.uniform(-1, 1, (Kb, Nb)) \
+        + 0.1 * rng.standard_normal((Mb, Nb))
+    A[rng.random(A.shape) < 0.4] = np.nan
+    path = str(tmp_path / "big.zarr")
+    to_zarr(A, path, chunks=(1000, 96))  # 9 MB: 6 x 2 chunks, 6 row tiles
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="400MB",
+                          dashboard_address=":0") as cluster, \
+                Client(cluster, set_as_default=False) as client:
+            client.register_plugin(_LargestResult())
+            pids = client.run(os.getpid)
+            res = bayesian_id(path, Kb, client=client, n_iter=6, burn_in=2, random_state=0,
+                              block_size=nb, missing="mask", init="random",
+                              chunks=(1000, 96), checkpoint_every=3, n_anneal=2,
+                              anneal_every=3, refine_sweeps=2)
+            sizes = client.run(lambda dask_worker: dask_worker.largest_result)
+            metrics = client.run(lambda dask_worker: dict(dask_worker.data.cumulative_metrics))
+            statuses = {w["status"] for w in
+                        client.scheduler_info(n_workers=-1)["workers"].values()}
+            assert client.run(os.getpid) == pids, "a worker was restarted"
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert res.params["missing"] == "mask" and res.mse_observed > 0
+    assert statuses == {"running"}
+    for a, m in metrics.items():
+        assert m.get(("disk-write", "count"), 0) == 0, f"{a} spilled: {m}"
+    largest = {}
+    for s in sizes.values():
+        for k, v in s.items():
+            largest[k] = max(largest.get(k, 0), v)
+    bound = masked_block_bytes(nb, Kb)
+    print(f"\nmasked block bound {bound} B; largest results: {largest}")
+    assert 0 < largest["state"] <= bound
+    # the per-column Grams the blocks hold make up much of the bound: it is not vacuous
+    assert largest["state"] >= nb * Kb * Kb * 8
+    # every other result (tile partials, per-block Gram rows, gathered columns) stays
+    # below one tile's bytes, and the matrix is many of them
+    others = {k: v for k, v in largest.items() if k != "state"}
+    assert max(others.values()) <= TILE_BYTES, others
+    assert A.nbytes > 8 * max(max(others.values()), bound)
