@@ -262,7 +262,15 @@ def test_block_memory_stays_within_the_stated_bound(tmp_path):
     for s in sizes.values():
         for k, v in s.items():
             largest[k] = max(largest.get(k, 0), v)
-    bound = masked_block_bytes(nb, Kb)
+    from dask_bid.engine.summary import chain_config
+
+    cfg = chain_config(res.params | {"priors": None, "n_components": Kb}, Nb)
+    # traced columns: at most 2 per block of 32 of the 10 spread over 192, each with a
+    # draw per iteration, refinement sweep and point estimate
+    bound = masked_block_bytes(nb, Kb, n_tries=cfg.n_tries,
+                               max_cached_rows=cfg.max_cached_rows,
+                               max_tracked_sets=cfg.max_tracked_sets,
+                               trace_values=2 * (6 + 2 + 2))
     print(f"\nmasked block bound {bound} B; largest results: {largest}")
     assert 0 < largest["state"] <= bound
     # the per-column Grams the blocks hold make up much of the bound: it is not vacuous

@@ -810,20 +810,24 @@ class DaskBackend:
 # --------------------------------------------------------------------------- missing="mask"
 
 
-def masked_block_bytes(nb, K, *, n_tries=8, max_cached_rows=32, max_tracked_sets=16):
-    """Upper bound of one block's state under ``missing="mask"`` (bytes; docs/engine.md).
+def masked_block_bytes(nb, K, *, n_tries, max_cached_rows, max_tracked_sets=16,
+                       trace_values=0):
+    """Upper bound of the bytes one block's state holds under ``missing="mask"``
+    (docs/engine.md, "Missing entries"); it does not grow with the number of rows M.
 
-    The per-column Gram matrices (nb x K x K) are held at most three times during a move
-    (the current basis's, the proposal's and, in the annealed swap, the interpolated one),
-    the swap's new Gram rows ``n_tries x K x nb`` once; besides the dense state: W, H, the
-    aggressive proposal (2 x 2 K x nb), GBTN's Mu and Tau (4 K x nb), the cached candidate
-    rows (``max_cached_rows x nb``) and the posterior accumulators (2 K x nb per tracked
-    basis, one more for the W draws kept of the traced columns). It does not grow with
-    the number of rows M.
+    For ``nb`` columns: two copies of the per-column Gram matrices (nb x K x K: the
+    current basis's, and the aggressive or annealed proposal's), the pending swap's new
+    Gram rows (``n_tries`` x K x nb), W, H, GBTN's Mu and Tau and the same four for a
+    proposal (8 K x nb), the squared norms, the cached candidate rows
+    (``max_cached_rows`` x nb), and the posterior sums (2 K x nb) of up to
+    ``max_tracked_sets`` bases plus the two the point estimate records; ``trace_values``
+    is the number of (column, draw) pairs of the traced columns the block keeps (K floats
+    each). While a task runs, the annealed swap's interpolated Grams take up to three
+    more nb x K x K copies.
     """
-    per_col = 3 * K * K + max(int(n_tries), 1) * K + 8 * K + int(max_cached_rows) \
-        + 2 * K * (int(max_tracked_sets) + 1) + 2
-    return 8 * int(nb) * per_col
+    per_col = (2 * K * K + int(n_tries) * K + 8 * K + 1 + int(max_cached_rows)
+               + 2 * K * (int(max_tracked_sets) + 2))
+    return 8 * (int(nb) * per_col + K * int(trace_values))
 
 
 def _observed(raw):
