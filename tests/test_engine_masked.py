@@ -8,6 +8,7 @@ and a block's state stays within the bound that docs/engine.md states.
 
 from __future__ import annotations
 
+import dask.array as da
 import numpy as np
 import pytest
 from _support import assert_same_chain
@@ -107,9 +108,13 @@ def test_layout_is_multi_tile():
 
 
 # --------------------------------------------------------------- 2. execution paths
-def test_sync_path_repeats(store, reference):
+def test_sync_path_repeats_and_dask_input(store, reference):
     assert_same_chain(reference, bayesian_id(store, K, chunks=TILES, checkpoint_every=5,
                                              **KWS, **SYNC))
+    # a dask array with the same NaN: the same chain
+    x = da.from_array(_matrix(), chunks=TILES)
+    assert_same_chain(reference, bayesian_id(x, K, chunks=TILES, checkpoint_every=5, **KWS,
+                                             **SYNC))
 
 
 @pytest.mark.parametrize("processes", [True, False], ids=["processes", "threads"])

@@ -45,19 +45,15 @@ import numpy as np
 from ..kernels.block import (
     BlockState,
     block_add_rows,
-    block_aggressive,
-    block_annealed_propose,
-    block_collapsed_score,
     block_column,
     block_init,
-    block_plain_propose,
     block_posterior,
     block_set_mask_row,
     block_traces,
 )
 from .checkpoint import load_blob, save_blob
 from .fingerprint import combine_digests, tile_digest
-from .memory import column_blocks
+from .memory import MASK_ROW_OPS, column_blocks
 from .scaling import ScaledReader
 
 __all__ = ["Layout", "plan_layout", "TileSource", "ZarrTile", "DaskBackend", "MaskedDaskBackend",
@@ -987,9 +983,6 @@ class MaskedDaskBackend(DaskBackend):
     results go from the tile tasks to the block's worker, never to the client.
     """
 
-    #: the block functions whose swap needs the new Gram rows first
-    _SWAPS = frozenset({block_aggressive, block_plain_propose, block_annealed_propose})
-
     def __init__(self, source: TileSource, executor, **kwargs):
         super().__init__(source, executor, **kwargs)
         self.n_swap_passes = 0
@@ -1058,9 +1051,10 @@ class MaskedDaskBackend(DaskBackend):
                       for b, h in enumerate(self._held)]
 
     def map(self, fn, ctx):
-        if fn is block_collapsed_score:
+        kind = MASK_ROW_OPS.get(fn)  # the same dispatch as MaskedMemoryBackend's
+        if kind == "candidates":
             self._set_swap_rows(ctx.J, ctx.cands, ctx.p, True)
-        elif fn in self._SWAPS:
+        elif kind == "incoming":
             self._set_swap_rows(ctx.J, [ctx.u], ctx.p, False)
         return super().map(fn, ctx)
 

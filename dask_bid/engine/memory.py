@@ -22,7 +22,16 @@ from ..kernels.block import (
     block_set_mask_row,
 )
 
-__all__ = ["MemoryBackend", "MaskedMemoryBackend", "column_blocks"]
+__all__ = ["MemoryBackend", "MaskedMemoryBackend", "column_blocks", "MASK_ROW_OPS"]
+
+#: ``missing="mask"``: the block operations that need the pending swap's new per-column
+#: Gram rows first (``block_set_mask_row``), and which: ``"candidates"`` (slot
+#: ``ctx.p`` taking each of ``ctx.cands``, (m, K, nb) a block) or ``"incoming"`` (slot
+#: ``ctx.p`` of ``ctx.J`` taking ``ctx.u``, (K, nb)). Both masked backends (this one and
+#: the Dask engine's) dispatch on this table: a new move whose block operation reads
+#: ``state.mrow`` is registered here once.
+MASK_ROW_OPS = {block_collapsed_score: "candidates", block_aggressive: "incoming",
+                block_plain_propose: "incoming", block_annealed_propose: "incoming"}
 
 
 def column_blocks(n_cols: int, block_size: int | None, n_blocks_hint: int = 2):
@@ -172,7 +181,8 @@ class MaskedMemoryBackend(MemoryBackend):
         return self.norm_a2, self.n_obs
 
     def map(self, fn, ctx):
-        if fn is block_collapsed_score:
+        kind = MASK_ROW_OPS.get(fn)
+        if kind == "candidates":
             # every candidate's new Gram row of slot p, per column: (m, K, nb) a block
             XJ = self.A[:, ctx.J]
             au = self.A[:, list(ctx.cands)]  # (M, m)
@@ -186,7 +196,7 @@ class MaskedMemoryBackend(MemoryBackend):
 
             self.states = self._run(setqs, list(range(len(self.blocks))))
             return super().map(fn, ctx)
-        if fn in (block_aggressive, block_plain_propose, block_annealed_propose):
+        if kind == "incoming":
             J2 = np.array(ctx.J, dtype=np.int64)
             J2[ctx.p] = ctx.u
             au = self.A[:, ctx.u]
