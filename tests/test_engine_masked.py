@@ -285,3 +285,75 @@ def test_block_memory_stays_within_the_stated_bound(tmp_path):
     others = {k: v for k, v in largest.items() if k != "state"}
     assert max(others.values()) <= TILE_BYTES, others
     assert A.nbytes > 8 * max(max(others.values()), bound)
+
+
+# --------------------------------------------------------------- 6. an explicit mask
+def _values_and_mask(seed=0):
+    """A's values everywhere (the unobserved ones too) and the mask of the observed."""
+    A = _matrix(seed)
+    obs = ~np.isnan(A)
+    values = np.where(obs, A, np.random.default_rng(99).standard_normal(A.shape) * 1e3)
+    return values, obs, A
+
+
+def test_explicit_zarr_mask_reads_like_nan(tmp_path, store, reference):
+    values, obs, _ = _values_and_mask()
+    to_zarr(values, tmp_path / "V.zarr", chunks=TILES)
+    import zarr
+
+    z = zarr.create_array(str(tmp_path / "M.zarr"), shape=obs.shape, chunks=TILES,
+                          dtype=bool, config={"write_empty_chunks": True})
+    z[...] = obs
+    res = bayesian_id(str(tmp_path / "V.zarr"), K, mask=str(tmp_path / "M.zarr"),
+                      chunks=TILES, checkpoint_every=5, **KWS, **SYNC)
+    # the very chain of the store holding NaN where the mask is False
+    assert_same_chain(reference, res)
+    assert res.mse_observed == reference.mse_observed
+    # the selected columns read with NaN where unobserved, as the NaN store's
+    np.testing.assert_array_equal(np.asarray(res.C), _matrix()[:, res.columns])
+    # the estimator takes it as a fit keyword too
+    est = BayesianID(K, **KWS).fit(str(tmp_path / "V.zarr"), mask=z, chunks=TILES,
+                                   checkpoint_every=5, **SYNC)
+    np.testing.assert_array_equal(est.columns_, reference.columns)
+
+
+def test_explicit_numpy_mask_in_memory_and_on_the_engine():
+    values, obs, A = _values_and_mask(1)
+    kw = {**KW, "init": "random"}
+    nan_fit = bayesian_id(A, K, **kw)
+    assert_same_chain(nan_fit, bayesian_id(values, K, mask=obs, **kw))
+    assert_same_chain(nan_fit, bayesian_id(values, K, mask=obs, **kw, **SYNC))
+    # a zarr values array with a numpy mask: read lazily through dask, the same chain
+    assert_same_chain(nan_fit, bayesian_id(values, K, mask=da.from_array(obs, chunks=40),
+                                           **kw, **SYNC))
+
+
+def test_explicit_mask_refusals(tmp_path):
+    from dask_bid import InputDTypeError, ParameterError
+
+    values, obs, _ = _values_and_mask(2)
+    with pytest.raises(ParameterError, match="mask= marks the observed entries.*"
+                                             "missing='mask'"):
+        bayesian_id(values, K, **{**KW, "missing": "zero"}, mask=obs)
+    with pytest.raises(InputShapeError, match=r"mask has shape \(120, 79\) and A \(120, 80\)"):
+        bayesian_id(values, K, **KW, mask=obs[:, :-1])
+    with pytest.raises(InputDTypeError, match="mask must be boolean.*got dtype float64"):
+        bayesian_id(values, K, **KW, mask=obs.astype(float))
+
+
+def test_a_zarr_mask_with_missing_chunks_is_refused_unless_allowed(tmp_path):
+    import zarr
+
+    from dask_bid import IncompleteStoreError
+
+    values, obs, _ = _values_and_mask(3)
+    obs[:32, :40] = False  # one chunk all unobserved: Zarr omits it by default
+    to_zarr(values, tmp_path / "V.zarr", chunks=TILES)
+    z = zarr.create_array(str(tmp_path / "M.zarr"), shape=obs.shape, chunks=TILES, dtype=bool)
+    z[...] = obs
+    kw = {**KWS, "init": "random", "n_iter": 4, "burn_in": 1}
+    with pytest.raises(IncompleteStoreError, match=r"M.zarr. has 1 of 8 chunks missing \(c/0/0\)"):
+        bayesian_id(str(tmp_path / "V.zarr"), K, mask=z, chunks=TILES, **kw, **SYNC)
+    res = bayesian_id(str(tmp_path / "V.zarr"), K, mask=z, chunks=TILES,
+                      allow_missing_chunks=True, **kw, **SYNC)
+    assert res.mse_observed > 0

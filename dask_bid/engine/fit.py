@@ -23,7 +23,7 @@ from .checkpoint import Checkpointer, StoreSpec, warn_fallback
 from .cluster import RECOVERABLE_ERRORS, check_cluster_versions, cluster_executor
 from .dask_backend import DaskBackend, MaskedDaskBackend, TileSource, plan_layout
 from .fingerprint import compare_checksum, compare_metadata, metadata_fingerprint
-from .inputs import check_chunks
+from .inputs import check_chunks, with_mask
 from .lock import OutputLock
 from .scaling import (
     NeedsRescale,
@@ -54,7 +54,7 @@ log = logging.getLogger("dask_bid.engine")
 #: Engine keyword arguments of ``bayesian_id`` / ``BayesianID.fit`` and their defaults.
 ENGINE_DEFAULTS = dict(client=None, out=None, overwrite=False, resume=False,
                        checkpoint_every=25, chunks=None, storage_options=None, callback=None,
-                       allow_missing_chunks=False)
+                       allow_missing_chunks=False, mask=None)
 
 #: Worker losses a chain survives before the error is raised.
 MAX_RECOVERIES = 5
@@ -212,7 +212,7 @@ def _run_chains(ex, ckpt, runners, starts):
 
 def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
              checkpoint_every=25, chunks=None, storage_options=None, callback=None,
-             initial_columns=None, allow_missing_chunks=False):
+             initial_columns=None, allow_missing_chunks=False, mask=None):
     """Run the Bayesian ID sampler on the Dask engine.
 
     Parameters
@@ -254,6 +254,11 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         Accept a Zarr input with chunk files missing (read as the fill value). By default
         such an input is refused (:class:`~dask_bid.IncompleteStoreError`), since a lost
         chunk file would silently become zeros.
+    mask : array-like of bool, zarr.Array or path / URL, optional
+        With ``missing="mask"``: True marks an observed entry, False a missing one (as
+        NaN in A does; an entry that is NaN is missing either way). Same shape as A; a
+        Zarr mask of a Zarr input is read tile by tile beside it
+        (:func:`dask_bid.engine.inputs.with_mask`).
 
     Returns
     -------
@@ -273,6 +278,12 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
     if not isinstance(allow_missing_chunks, (bool, np.bool_)):
         raise ParameterError(
             f"allow_missing_chunks must be True or False, got {allow_missing_chunks!r}.")
+    if mask is not None:
+        if not _masked(p):
+            raise ParameterError("mask= marks the observed entries, which only "
+                                 "missing='mask' uses: pass missing='mask' too.")
+        src = with_mask(src, mask, storage_options=storage_options,
+                        allow_missing_chunks=bool(allow_missing_chunks))
     M, N = src.shape
     K = p["n_components"]
     if resume and out is None:
@@ -467,8 +478,10 @@ class _Fit:
         n_trace = min(int(p["n_trace_columns"]), N)
         trace_cols = (np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64))
                       if n_trace else ())
-        A0 = src.array if not scale else scale_array(src.array, scale)
         masked = _masked(p)
+        # a Zarr input read with an explicit mask: its view (NaN where unobserved)
+        base = src.to_dask() if masked and src.kind == "zarr" else src.array
+        A0 = base if not scale else scale_array(base, scale)
         if masked:
             A0 = _zero_filled(A0)
         Backend = MaskedDaskBackend if masked else DaskBackend
@@ -522,6 +535,8 @@ class _Fit:
                                      extra_attrs={"status": "complete"})
                         ckpt.remove_all()
                         res.C = da.from_zarr(group["C"])
+                    elif src.kind == "zarr" and getattr(src, "mask", None) is not None:
+                        res.C = src.to_dask()[:, res.columns]  # NaN where unobserved
                     elif src.kind == "zarr":
                         res.C = da.from_array(src.array, chunks=src.array.chunks, lock=False,
                                               asarray=True)[:, res.columns]

@@ -32,6 +32,9 @@ __all__ = [
     "check_written",
     "missing_chunks",
     "check_chunks",
+    "NaNMarkedArray",
+    "MaskedZarrSource",
+    "with_mask",
 ]
 
 
@@ -390,3 +393,118 @@ def as_matrix_source(A, *, storage_options=None) -> MatrixSource:
     if kind == "zarr":
         check_written(A, path)
     return MatrixSource(kind=kind, array=A, path=path, shape=shape, dtype=np.dtype(A.dtype))
+
+
+# --------------------------------------------------------------------------- explicit mask
+class NaNMarkedArray:
+    """Read-only view of a values array and a boolean mask of its shape (True: observed)
+    that reads as float64 with NaN at every unobserved entry.
+
+    ``missing="mask"`` with an explicit mask (``mask=``) thus reads exactly like input
+    whose missing entries hold NaN: every task of the engine reads both stores for its
+    tile. An entry whose value is NaN is missing whatever the mask says. Picklable: dask
+    ships it to the workers, which do the reads.
+    """
+
+    def __init__(self, values, mask):
+        self._values = values
+        self._mask = mask
+
+    @property
+    def shape(self):
+        return self._values.shape
+
+    @property
+    def dtype(self):
+        return np.dtype(np.float64)
+
+    @property
+    def ndim(self):
+        return 2
+
+    @property
+    def chunks(self):
+        return self._values.chunks
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getitem__(self, key):
+        v = np.asarray(self._values[key], dtype=np.float64)
+        m = np.asarray(self._mask[key], dtype=bool)
+        return np.where(m, v, np.nan)
+
+    def __array__(self, dtype=None, copy=None):
+        x = self[...]
+        return x if dtype is None else x.astype(dtype)
+
+    def __repr__(self):
+        return f"NaNMarkedArray(shape={self.shape})"
+
+
+@dataclass(frozen=True)
+class MaskedZarrSource(MatrixSource):
+    """A Zarr input with an explicit Zarr mask: ``array`` is the values' array (its
+    metadata, chunks and path are the input's), and every read goes through
+    :class:`NaNMarkedArray`."""
+
+    mask: Any = None
+    mask_path: str | None = None
+
+    def reader(self):
+        return NaNMarkedArray(GuardedZarrArray(self.array, self.path),
+                              GuardedZarrArray(self.mask, self.mask_path))
+
+
+def with_mask(src, mask, *, storage_options=None, allow_missing_chunks=False):
+    """``src`` read with NaN wherever the boolean ``mask`` is False (``missing="mask"``
+    with ``mask=``): numpy input at once, dask input lazily, a Zarr input with a Zarr
+    mask (a ``zarr.Array`` or a path / URL) through :class:`NaNMarkedArray` in every task.
+
+    Raises
+    ------
+    InputShapeError
+        The mask's shape is not A's.
+    InputDTypeError
+        The mask is not boolean.
+    IncompleteStoreError
+        A Zarr mask with chunk files missing (unless ``allow_missing_chunks``: they read
+        as its fill value).
+    """
+    import zarr
+
+    mpath = None
+    if isinstance(mask, (str, os.PathLike)):
+        mpath = os.fspath(mask)
+        mask = open_zarr_array(mpath, storage_options=storage_options)
+    is_zarr = isinstance(mask, zarr.Array)
+    is_dask = not is_zarr and hasattr(mask, "dask") and hasattr(mask, "chunks")
+    if not (is_zarr or is_dask):
+        mask = np.asarray(mask)
+    shape = tuple(int(s) for s in mask.shape)
+    if shape != tuple(src.shape):
+        raise InputShapeError(
+            f"mask has shape {shape} and A {tuple(src.shape)}: the mask needs one entry per "
+            "entry of A (True: observed, False: missing).")
+    if np.dtype(mask.dtype) != np.bool_:
+        raise InputDTypeError(
+            f"mask must be boolean (True: observed, False: missing), got dtype {mask.dtype}. "
+            "Pass e.g. mask.astype(bool), or write NaN into A's missing entries instead.")
+    if is_zarr:
+        mpath = mpath if mpath is not None else zarr_array_location(mask)
+        check_chunks(MatrixSource(kind="zarr", array=mask, path=mpath, shape=shape,
+                                  dtype=np.dtype(np.bool_)), allow_missing=allow_missing_chunks)
+    if src.kind == "zarr" and is_zarr:
+        return MaskedZarrSource(kind="zarr", array=src.array, path=src.path, shape=src.shape,
+                                dtype=src.dtype, mask=mask, mask_path=mpath)
+    if src.kind == "numpy" and not (is_zarr or is_dask):
+        X = np.where(mask, np.asarray(src.array, dtype=np.float64), np.nan)
+        return MatrixSource(kind="numpy", array=X, path=None, shape=src.shape,
+                            dtype=np.dtype(np.float64))
+    import dask.array as da
+
+    x = src.to_dask()
+    m = (da.from_array(GuardedZarrArray(mask, mpath), chunks=mask.chunks, lock=False,
+                       asarray=True) if is_zarr else da.asarray(mask)).rechunk(x.chunks)
+    return MatrixSource(kind="dask", array=da.where(m, x, np.nan), path=None, shape=src.shape,
+                        dtype=np.dtype(np.float64))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import InputShapeError, NonFiniteInputError
+from .._errors import InputShapeError, NonFiniteInputError, ParameterError
 from ..engine.chain import run_chain
 from ..engine.fit import ENGINE_DEFAULTS
-from ..engine.inputs import as_matrix_source
+from ..engine.inputs import as_matrix_source, with_mask
 from ..engine.memory import MaskedMemoryBackend, MemoryBackend
 from ..engine.scaling import fit_scaled_in_memory
 from ..engine.summary import chain_config, summarise
@@ -18,7 +18,7 @@ from .result import BIDResult
 __all__ = ["bayesian_id", "DEFAULTS", "PAPER_SETTINGS"]
 
 DEFAULTS = dict(
-    model="gbt", sampler="collapsed", n_tries=8, acceptance="metropolis", n_anneal=10,
+    model="gbt", sampler="collapsed", n_tries=8, acceptance="metropolis", n_pivot=0, n_anneal=10,
     anneal_every=5, search_warmup=0, tempered_warmup=0, warmup_temperature=1e4,
     n_iter=1000,
     burn_in=200, thin=1, bounds=(-1.0, 1.0),
@@ -123,6 +123,14 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     src = as_matrix_source(A, storage_options=engine_kw.get("storage_options"))
     p = validate_params(p, n_cols=src.shape[1])
     masked = p["missing"] == "mask"
+    mask = engine_kw.pop("mask", None)
+    if mask is not None:
+        if not masked:
+            raise ParameterError("mask= marks the observed entries, which only "
+                                 "missing='mask' uses: pass missing='mask' too.")
+        # from here on A reads with NaN at every unobserved entry, whatever its kind
+        src = with_mask(src, mask, storage_options=engine_kw.get("storage_options"),
+                        allow_missing_chunks=bool(engine_kw.get("allow_missing_chunks")))
     on_engine = (src.kind != "numpy" or engine_kw.get("client") is not None
                  or engine_kw.get("out") is not None or engine_kw.get("resume"))
     if masked and on_engine:
