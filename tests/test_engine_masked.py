@@ -177,6 +177,19 @@ def test_masked_engine_refuses_infinity_and_empty_columns(tmp_path):
         bayesian_id(str(tmp_path / "empty.zarr"), K, **{**KW, "init": "random"}, **SYNC)
 
 
+def test_huge_values_are_rescaled_as_in_memory(tmp_path):
+    # max|A| near 1e200: the engine finds it in its first pass (NaN aside) and fits A / 2^e
+    A = _matrix(4) * 1e200
+    kw = {**KW, "init": "random"}
+    to_zarr(A, tmp_path / "A.zarr")
+    with pytest.warns(RuntimeWarning, match="reported as inf"):
+        mem = bayesian_id(A, K, **kw)
+    with pytest.warns(RuntimeWarning, match="reported as inf"):
+        eng = bayesian_id(str(tmp_path / "A.zarr"), K, **kw, **SYNC)
+    assert eng.params["input_scale_log2"] == mem.params["input_scale_log2"] == 500
+    assert_same_chain(mem, eng)
+
+
 def test_estimator_fits_a_masked_store(store, reference):
     est = BayesianID(K, **KWS).fit(store, chunks=TILES, checkpoint_every=5, **SYNC)
     np.testing.assert_array_equal(est.columns_, reference.columns)
