@@ -56,22 +56,32 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--search-warmup", default="0",
                     help="search_warmup of the collapsed runs (an integer or auto)")
+    ap.add_argument("--tempered-warmup", default="0",
+                    help="tempered_warmup of the collapsed runs (an integer or auto)")
+    ap.add_argument("--n-copies", type=int, default=2,
+                    help="copies of every column (2: the paper's preprocessing)")
+    ap.add_argument("--starts", nargs="+", default=["random", "default"],
+                    help="starts of the collapsed runs: random and/or default")
     args = ap.parse_args(argv)
+    print(f"command: python {' '.join(sys.argv)}")
     print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}")
     for name in args.datasets:
-        A = load_dataset(name, args.data).data
+        A = load_dataset(name, args.data, n_copies=args.n_copies).data
         K = args.k or CASES[name]
         print(f"\n## {name} {A.shape[0]} x {A.shape[1]}, K = {K}")
         rows = []
         for label in args.samplers:
             starts = [("random", {"init": "random"})]
             if label == "collapsed":
-                starts.append(("default", {}))
+                starts = [s for s in [("random", {"init": "random"}), ("default", {})]
+                          if s[0] in args.starts]
             for start, extra in starts:
                 kw = {**SAMPLERS[label], **extra}
                 if label == "collapsed":
                     w = args.search_warmup
                     kw["search_warmup"] = w if w == "auto" else int(w)
+                    w = args.tempered_warmup
+                    kw["tempered_warmup"] = w if w == "auto" else int(w)
                 est, s, acc, wall, final = run(A, K, kw, args.seed)
                 ess = s["ess_bulk"]
                 rows.append((label, start, est.n_iter, s["r_hat"].iloc[0], ess.iloc[0],

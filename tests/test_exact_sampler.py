@@ -121,6 +121,8 @@ VARIANTS = {
     "gbtn-metropolis-1": dict(model="gbtn", n_tries=1, acceptance="metropolis"),
     "gbt-annealed": dict(model="gbt", n_tries=1, n_anneal=3, anneal_every=2),
     "gbtn-annealed": dict(model="gbtn", n_tries=2, n_anneal=2, anneal_every=3),
+    "gbt-pivot": dict(model="gbt", n_tries=1, n_pivot=4, n_anneal=0, n_iter=4000),
+    "gbtn-pivot": dict(model="gbtn", n_tries=1, n_pivot=4, n_anneal=0, n_iter=5000),
 }
 
 
@@ -149,13 +151,13 @@ def test_masked_collapsed_chain_matches_the_exact_posterior(A):
 @pytest.mark.parametrize("model", ["gbt", "gbtn"])
 def test_dask_backend_runs_the_same_exact_chain(A, model):
     """Through the Dask engine (DaskBackend, synchronous scheduler) the collapsed chain,
-    annealed swaps included, is bitwise the in-memory chain with the same block layout,
+    annealed and pivot swaps included, is bitwise the in-memory chain with the same block layout,
     so the exactness shown above holds for it draw for draw."""
     from dask_bid import bayesian_id
 
     kw = dict(model=model, n_iter=60, burn_in=0, init="random", random_state=3,
               point_estimate="mode", block_size=N, n_threads=1, n_tries=2, n_anneal=2,
-              anneal_every=2)
+              anneal_every=2, n_pivot=2)
     engine = bayesian_id(A, K, client="synchronous", **kw)
     memory = bayesian_id(A, K, **kw)
     assert engine.trace["accepted"].any()
@@ -241,3 +243,56 @@ def test_draw_sigma2_shape_matters():
     a = [stats_mod.draw_sigma2(g1, 10.0, M * N, 0.1, 1.0) for _ in range(2000)]
     b = [stats_mod.draw_sigma2(g2, 10.0, M * N - K * N, 0.1, 1.0) for _ in range(2000)]
     assert np.median(b) > 1.3 * np.median(a)
+
+
+# The pivot swap (kernels/pivot.py) has planted bugs of its own: each term of its ratio
+# must matter on a problem whose W rows are strongly dependent (A_corr).
+PIVOT_RUN = dict(model="gbt", n_tries=1, acceptance="barker", n_pivot=4, n_anneal=0,
+                 n_iter=3000)  # bugs at |z| 11-25, the correct chain at 1.9
+
+
+def _planted_pivot(monkeypatch, bug):
+    if bug == "no_jacobian":
+        real = chain_mod._pivot_geometry
+
+        def geometry(*args):
+            out = real(*args)
+            return None if out is None else out[:-1] + (0.0,)
+
+        monkeypatch.setattr(chain_mod, "_pivot_geometry", geometry)
+    elif bug == "no_ghk_weight":
+        real = chain_mod.ghk_column
+
+        def ghk(gen, G, h, mu, tau, sigma2, a, b, w=None):
+            _, col = real(gen, G, h, mu, tau, sigma2, a, b, w=w)
+            return 0.0, col
+
+        monkeypatch.setattr(chain_mod, "ghk_column", ghk)
+    elif bug == "no_map":
+        # the other rows stay where they are, but the ratio keeps the Jacobian
+        real = chain_mod._pivot_geometry
+
+        def geometry(*args):
+            out = real(*args)
+            if out is None:
+                return None
+            gnew, G2, forward, d, gs, ss, logdet = out
+            return gnew, G2, forward, np.zeros_like(d), gs, ss, logdet
+
+        monkeypatch.setattr(chain_mod, "_pivot_geometry", geometry)
+
+
+def test_pivot_chain_passes_on_the_planted_bug_problem(A_corr):
+    p = params(**PIVOT_RUN)
+    dJ, ds2, dW = run(A_corr, p)
+    z, mean, target = z_scores(A_corr, p, dJ, ds2, dW)
+    assert np.abs(z).max() <= Z_MAX, np.round(z, 2)
+
+
+@pytest.mark.parametrize("bug", ["no_jacobian", "no_ghk_weight", "no_map"])
+def test_pivot_planted_bug_is_caught(A_corr, monkeypatch, bug):
+    p = params(**PIVOT_RUN)
+    _planted_pivot(monkeypatch, bug)
+    dJ, ds2, dW = run(A_corr, p)
+    z, mean, target = z_scores(A_corr, p, dJ, ds2, dW)
+    assert np.abs(z).max() > Z_MAX, (bug, np.round(z, 2))

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..kernels.block import (
+    PivotAttempt,
     StepContext,
     block_aggressive,
     block_annealed_finish,
@@ -28,10 +29,13 @@ from ..kernels.block import (
     block_ls_bound,
     block_lstsq_score,
     block_lstsq_start,
+    block_pivot_apply,
+    block_pivot_score,
     block_plain_finish,
     block_plain_propose,
     block_rebase,
 )
+from ..kernels.pivot import ghk_column
 from ..kernels.priors import Priors
 from ..kernels.rng import CANDIDATES, CLIENT, INIT, stream
 from ..kernels.stats import barker_accept, choose_among, draw_sigma2, log_barker, sse_from_stats
@@ -71,6 +75,13 @@ class ChainConfig(NamedTuple):
     # collapsed: the first this many iterations (all within burn-in, so never retained)
     # run the least-squares search, which finds a good mode from a poor start faster
     search_warmup: int = 0
+    # collapsed: the first this many iterations (all within burn-in) divide the swaps'
+    # log-odds by a temperature falling geometrically from ``warmup_temperature`` to 1
+    # (simulated annealing of the basis): a random start reaches a good mode
+    tempered_warmup: int = 0
+    warmup_temperature: float = 1e4
+    # collapsed: pivot swap attempts per iteration (the other rows of W follow the swap)
+    n_pivot: int = 0
     max_scored: int = 256
 
 
@@ -348,10 +359,13 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
     blocks then draw row k from its exact conditional if the slot changed, and sweep.
     """
     annealed = False
+    if cfg.n_pivot:
+        annealed = _move_pivot(backend, cfg, entropy, chain, st, g) > 0
     if cfg.n_anneal and st.iteration % cfg.anneal_every == 0:
-        annealed, _ = _move_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g,
-                                     retained)
-        _finish_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, None, annealed)
+        took, _ = _move_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g,
+                                 retained)
+        _finish_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, None, took)
+        annealed = annealed or took
     K = cfg.n_components
     pri = cfg.priors
     t = st.iteration
@@ -377,6 +391,105 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
     _finish(backend, block_collapsed_finish, ctx._replace(record=record), cfg, entropy, chain,
             st, norm_a2, n_obs, g)
     return accepted or annealed, prob
+
+
+def _pivot_geometry(G, k, gcol, squ, p, u):
+    """The pivot map of slot k: p -> u (kernels/pivot.py). Returns (gnew, forward, d,
+    gs, ss, log|det|), or None where the map is degenerate (then the attempt is
+    rejected, from either end, since both see the same source and target)."""
+    G2, gnew = proposal_gram(G, k, gcol, squ)
+    forward = p < u  # the source basis holds the smaller column index in slot k
+    if forward:  # a_s = a_p: its representation in the target C' = the new basis
+        gs, ss = G[:, k].copy(), float(G[k, k])
+        rhs = G[:, k].copy()
+        rhs[k] = gcol[k]
+        Gt = G2
+    else:  # a_s = a_u: its representation in the target C = the current basis
+        gs, ss = gnew.copy(), float(squ)
+        rhs = np.array(gcol, dtype=np.float64)
+        Gt = G
+    d = np.linalg.pinv(Gt, hermitian=True) @ rhs
+    d[k] = 0.0
+    gs[k] = 0.0
+    rel = 1.0 - float(gs @ d) / ss if ss > 0 else 0.0
+    if not np.isfinite(rel) or abs(rel) < 1e-10:
+        return None
+    return gnew, G2, forward, d, gs, ss, math.log(abs(rel))
+
+
+def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
+    """``cfg.n_pivot`` pivot swaps (kernels/pivot.py): slot k (uniform) moves to a
+    uniform column u outside J while the other rows of W follow the swap, row k is
+    integrated out and the columns p and u get GHK proposals; accepted by the exact
+    Metropolis-Hastings ratio. The attempts are scored together against the current
+    state and decided in order; after an acceptance the remaining ones are drawn again
+    from the new state. Returns the number accepted."""
+    K = cfg.n_components
+    pri = cfg.priors
+    n_cols = backend.n_cols
+    done = accepted = 0
+    while done < cfg.n_pivot:
+        atts = []
+        for _ in range(cfg.n_pivot - done):
+            k = int(g.integers(K))
+            u, pos = _next_candidate(entropy, chain, st, n_cols, st.J)
+            st.cand_pos = pos
+            atts.append((k, u))
+        _ensure_rows(backend, cfg, entropy, chain, st, sorted({u for _, u in atts}), st.J)
+        cols = backend.columns([u for _, u in atts])
+        geo, sent = [], []
+        for (k, u), (gcol, squ) in zip(atts, cols, strict=True):
+            p = int(st.J[k])
+            gm = _pivot_geometry(st.G, k, gcol, squ, p, u)
+            geo.append(gm)
+            if gm is not None:
+                gnew, _, forward, d, gs, ss, _ = gm
+                sent.append(PivotAttempt(k=k, p=p, u=int(u), d=d, gs=gs, ss=ss,
+                                         forward=forward, gnew=gnew, squ=float(squ),
+                                         sub=done + len(sent)))
+        ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=pri,
+                          sigma2=st.sigma2, G=st.G, J=st.J, pivot=tuple(sent))
+        totals = np.zeros(len(sent))
+        info = {}
+        if sent:
+            for tot, part in backend.map(block_pivot_score, ctx):
+                totals += tot
+                info.update(part)
+        i_sent = -1
+        took = False
+        for (k, u), gm, (gcol, squ) in zip(atts, geo, cols, strict=True):
+            done += 1
+            if gm is None:
+                continue
+            i_sent += 1
+            if not np.isfinite(totals[i_sent]):
+                continue
+            gnew, G2, forward, d, gs, ss, logdet = gm
+            att = sent[i_sent]
+            log_a = totals[i_sent] + (n_cols - 2) * (logdet if forward else -logdet)
+            w_new = []
+            for c in (att.p, att.u):
+                h, w, cu, mu, tau = info[(i_sent, c)]
+                mu = pri.mu if mu is None else mu
+                tau = pri.tau if tau is None else tau
+                old, _ = ghk_column(None, st.G, h, mu, tau, st.sigma2, pri.a, pri.b, w=w)
+                h2 = h.copy()
+                h2[k] = cu
+                new, wn = ghk_column(g, G2, h2, mu, tau, st.sigma2, pri.a, pri.b)
+                log_a += new - old
+                w_new.append(wn)
+            if cfg.temperature != 1.0:
+                log_a /= cfg.temperature
+            if math.log(g.random()) < log_a:
+                backend.map(block_pivot_apply, ctx._replace(pivot=(att._replace(
+                    w_new=tuple(w_new)),)))
+                _swap_basis(st, k, int(u), gcol, squ)
+                accepted += 1
+                took = True
+                break
+        if not took:
+            break
+    return accepted
 
 
 def _finish(backend, fn, ctx, cfg, entropy, chain, st, norm_a2, n_obs, g):
@@ -415,6 +528,8 @@ def _move_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retained
                       sigma2=st.sigma2, G=st.G, p=k, u=u, J=st.J, g_rows=gnew[None],
                       lambdas=tuple((t + 1) / T for t in range(T)), direction=direction)
     work = float(sum(backend.map(block_annealed_propose, ctx)))
+    if cfg.temperature != 1.0:
+        work = work / cfg.temperature
     accepted = bool(g.random() < math.exp(min(work, 0.0)))
     if accepted:
         _swap_basis(st, k, u, gcol, squ)
@@ -485,6 +600,14 @@ def _score_current(backend, cfg, entropy, chain, st: ClientState, norm_a2):
     _score_bounded(backend, cfg, entropy, chain, st, norm_a2, key, bound, P)
 
 
+def warmup_temperature_at(cfg: ChainConfig, t: int) -> float:
+    """The swap temperature of warm-up iteration ``t``: ``warmup_temperature`` at the
+    first, falling geometrically to 1 at ``tempered_warmup`` (1 from there on)."""
+    if t >= cfg.tempered_warmup:
+        return 1.0
+    return float(cfg.warmup_temperature) ** (1.0 - t / cfg.tempered_warmup)
+
+
 def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, norm_a2, n_obs):
     """Run iteration ``st.iteration`` with the move of ``cfg.sampler`` and advance ``st``
     in place (traces, retained draws, visited bases)."""
@@ -492,6 +615,9 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
     g = stream(entropy, chain, t, 0, CLIENT)
     retained = t >= cfg.burn_in and (t - cfg.burn_in) % cfg.thin == 0
     move_cfg = cfg
+    if t < cfg.tempered_warmup:
+        # warm-up (discarded): the same moves with flattened swap odds
+        move_cfg = cfg._replace(temperature=cfg.temperature * warmup_temperature_at(cfg, t))
     if t < cfg.search_warmup:
         # warm-up (discarded): the least-squares search; the chain is the configured
         # sampler from the state the search reached

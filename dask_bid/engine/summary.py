@@ -93,9 +93,14 @@ def chain_config(p, n_cols: int) -> ChainConfig:
                        acceptance=p.get("acceptance", "barker"),
                        score_visited=p["point_estimate"] == "best",
                        n_anneal=int(p.get("n_anneal", 0)) if move == "collapsed" else 0,
+                       n_pivot=int(p.get("n_pivot", 0)) if move == "collapsed"
+                       and p.get("missing", "zero") != "mask" else 0,
                        anneal_every=int(p.get("anneal_every", 1)),
                        search_warmup=int(p.get("search_warmup", 0)) if move == "collapsed"
-                       else 0)
+                       else 0,
+                       tempered_warmup=int(p.get("tempered_warmup", 0)) if move == "collapsed"
+                       else 0,
+                       warmup_temperature=float(p.get("warmup_temperature", 1e4)))
 
 
 def _traced_draws(backends, key, n_keep, K, trace_cols):

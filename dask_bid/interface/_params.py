@@ -37,6 +37,7 @@ HYPERPARAMETERS = {
     "alpha_t": ("the gamma shape of the GTNSNG hyperprior's precision (GBTN)", 1.0),
     "beta_t": ("the gamma rate of the GTNSNG hyperprior's precision (GBTN)", 1.0),
     "temperature": ("the divisor of the swap log-odds (1 = the paper)", 1.0),
+    "warmup_temperature": ("the swap temperature at the start of the tempered warm-up", 1e4),
 }
 
 
@@ -142,6 +143,9 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
     out["n_anneal"] = _int("n_anneal", p["n_anneal"], 0,
                            hint=" It is the number of intermediate distributions of the "
                                 "annealed swap; 0 for none.")
+    out["n_pivot"] = _int("n_pivot", p.get("n_pivot", 0), 0,
+                          hint=" It is the number of pivot swap attempts per iteration; "
+                               "0 for none.")
     out["anneal_every"] = _int("anneal_every", p["anneal_every"], 1,
                                hint=" It is how often (in iterations) an annealed swap runs.")
     if isinstance(p["search_warmup"], str) and p["search_warmup"].lower() == "auto":
@@ -156,6 +160,28 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
             f"search_warmup ({out['search_warmup']}) must not exceed burn_in "
             f"({out['burn_in']}): the search's iterations are not posterior draws and must "
             "be discarded. Lower search_warmup or raise burn_in.")
+    if isinstance(p.get("tempered_warmup"), str) and p["tempered_warmup"].lower() == "auto":
+        out["tempered_warmup"] = (3 * out["burn_in"]) // 4
+    else:
+        out["tempered_warmup"] = _int(
+            "tempered_warmup", p.get("tempered_warmup", 0), 0,
+            hint=" It is the number of burn-in iterations whose swaps run at a falling "
+                 "temperature, or 'auto' (three quarters of the burn-in); 0 for none.")
+    if out["tempered_warmup"] > out["burn_in"]:
+        raise ParameterError(
+            f"tempered_warmup ({out['tempered_warmup']}) must not exceed burn_in "
+            f"({out['burn_in']}): tempered iterations are not posterior draws and must be "
+            "discarded. Lower tempered_warmup or raise burn_in.")
+    if out["tempered_warmup"] and out["search_warmup"]:
+        raise ParameterError(
+            "search_warmup and tempered_warmup are two warm-ups for the same purpose; "
+            "pass one of them (the other 0).")
+    out["warmup_temperature"] = _positive("warmup_temperature",
+                                          p.get("warmup_temperature", 1e4))
+    if out["warmup_temperature"] < 1.0:
+        raise ParameterError(
+            f"warmup_temperature must be >= 1, got {out['warmup_temperature']}: the warm-up "
+            "starts hotter than the target and cools to it (default 1e4).")
     out["acceptance"] = _choice("acceptance", p["acceptance"], ACCEPTANCES,
                                 " (barker: Gibbs over the candidate set; metropolis: "
                                 "Metropolised Gibbs)")

@@ -84,6 +84,18 @@ class BayesianID:
         targets. 0 (default) turns it off. It finds better modes (a lower reported
         error) and leaves a random start, but it also takes chains from a common start
         into different local modes (see docs/performance.md, "Mixing").
+    tempered_warmup : int or "auto", default=0
+        ``sampler="collapsed"``: during the first ``tempered_warmup`` iterations (at most
+        ``burn_in``, so always discarded; "auto": three quarters of the burn-in) the
+        swaps' log-odds are divided by a temperature that falls geometrically from
+        ``warmup_temperature`` to 1 (simulated annealing of the basis; W and sigma^2 are
+        drawn from their exact conditionals throughout). The retained chain is the exact
+        sampler, targeting p(J, W, sigma^2 | A), from the state the warm-up reached: it
+        changes where the chain starts, not what it targets. Use it with
+        ``init="random"``: from dispersed starts it brings chains to the same region of
+        bases (docs/performance.md, "Mixing"). Not combined with ``search_warmup``.
+    warmup_temperature : float, default=1e4
+        The first temperature of ``tempered_warmup`` (>= 1).
     n_iter : int, default=1000
         Iterations of each chain (one slot update, one sweep of W, one sigma^2 draw
         each); the first ``burn_in`` are discarded. Time grows linearly with it.
@@ -202,8 +214,9 @@ class BayesianID:
     """
 
     def __init__(self, n_components, *, model="gbt", sampler="collapsed", n_tries=8,
-                 acceptance="metropolis", n_anneal=10, anneal_every=5, search_warmup=0,
-                 n_iter=1000,
+                 acceptance="metropolis", n_pivot=0, n_anneal=10, anneal_every=5,
+                 search_warmup=0,
+                 tempered_warmup=0, warmup_temperature=1e4, n_iter=1000,
                  burn_in=200, thin=1,
                  bounds=(-1.0, 1.0), alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0,
                  mu_mu=0.0, tau_mu=0.1, alpha_t=1.0, beta_t=1.0, init="auto",
@@ -216,9 +229,12 @@ class BayesianID:
         self.sampler = sampler
         self.n_tries = n_tries
         self.acceptance = acceptance
+        self.n_pivot = n_pivot
         self.n_anneal = n_anneal
         self.anneal_every = anneal_every
         self.search_warmup = search_warmup
+        self.tempered_warmup = tempered_warmup
+        self.warmup_temperature = warmup_temperature
         self.n_iter = n_iter
         self.burn_in = burn_in
         self.thin = thin

@@ -14,6 +14,8 @@ from .block import (
     block_init,
     block_lstsq_score,
     block_lstsq_start,
+    block_pivot_apply,
+    block_pivot_score,
     block_plain_finish,
     block_plain_propose,
     block_posterior,
@@ -23,6 +25,7 @@ from .block import (
 )
 from .boxls import box_lstsq, box_qp
 from .collapsed import draw_slot_row, log_normal_mass, slot_marginal
+from .pivot import ghk_column, pivot_block
 from .priors import MODELS, Priors
 from .rng import root_entropy, stream
 from .stats import barker_accept, draw_sigma2, log_barker, sse_from_stats
@@ -74,6 +77,10 @@ __all__ = [
     "block_plain_finish",
     "block_collapsed_score",
     "block_collapsed_finish",
+    "block_pivot_score",
+    "block_pivot_apply",
+    "pivot_block",
+    "ghk_column",
     "block_box_score",
     "slot_marginal",
     "draw_slot_row",

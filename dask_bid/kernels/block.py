@@ -16,8 +16,9 @@ import numpy as np
 
 from .boxls import box_lstsq
 from .collapsed import candidate_terms, draw_slot_row, slot_marginal, slot_terms
+from .pivot import pivot_block
 from .priors import Priors
-from .rng import ANNEAL, PRIOR, SLOT, SWEEP, SWEEP2, stream
+from .rng import ANNEAL, PIVOT, PRIOR, SLOT, SWEEP, SWEEP2, stream
 from .swap import swap_delta, swap_delta_masked, swapped_grams, swapped_h
 from .sweep import draw_hyper_block, draw_prior_block, sweep_block
 
@@ -32,6 +33,8 @@ __all__ = [
     "block_plain_finish",
     "block_collapsed_score",
     "block_collapsed_finish",
+    "block_pivot_score",
+    "block_pivot_apply",
     "block_box_score",
     "block_ls_bound",
     "block_annealed_propose",
@@ -111,6 +114,24 @@ class StepContext(NamedTuple):
     # annealed swap: the path's lambdas (0 < ... < 1) and the sweep direction (+1 / -1)
     lambdas: tuple = ()
     direction: int = 1
+    # pivot swap: one PivotAttempt per attempt (score), or the accepted one (apply)
+    pivot: tuple = ()
+
+
+class PivotAttempt(NamedTuple):
+    """One pivot swap proposal, slot k: p -> u (kernels/pivot.py for the map)."""
+
+    k: int
+    p: int
+    u: int
+    d: np.ndarray  # the map's coefficients (entry k unused)
+    gs: np.ndarray  # C_{-k}^T a_s of the source's slot column a_s (entry k unused)
+    ss: float  # ||a_s||^2
+    forward: bool  # the current basis is the source
+    gnew: np.ndarray  # row k of the Gram after the swap
+    squ: float  # ||a_u||^2
+    sub: int = 0  # the attempt's number within the iteration (its random stream)
+    w_new: tuple = ()  # apply: the new columns p and u of W (the GHK draws)
 
 
 def _local(state, col):
@@ -325,6 +346,60 @@ def block_collapsed_finish(state: BlockState, ctx: StepContext):
     if ctx.box_score:
         out = out + (_ls_term(new, ctx),)
     return _record(new, W, ctx.record), out
+
+
+def _pivot_args(state: BlockState, att: PivotAttempt):
+    crow = _row_of(state, att.u)
+    hs = state.H[att.k] if att.forward else crow
+    nb = state.stop - state.start
+    skip = np.zeros(nb, dtype=np.bool_)
+    for c in (att.p, att.u):
+        if state.start <= c < state.stop:
+            skip[c - state.start] = True
+    return crow, hs, skip
+
+
+def block_pivot_score(state: BlockState, ctx: StepContext):
+    """Pivot swap, first half: for each attempt in ``ctx.pivot``, this block's share of
+    the log ratio over its columns other than p and u (:func:`kernels.pivot.pivot_block`,
+    -inf if the map leaves the box), and for p and u, where this block holds them,
+    what the client needs for their GHK terms: {(attempt, column): (H[:, c], W[:, c],
+    a_u^T a_c, Mu[:, c], Tau[:, c])}. Returns the unchanged state and (totals, dict)."""
+    totals = np.empty(len(ctx.pivot))
+    cols = {}
+    for i, att in enumerate(ctx.pivot):
+        crow, hs, skip = _pivot_args(state, att)
+        totals[i] = pivot_block(ctx.G, state.H, state.W, state.Mu, state.Tau, ctx.priors,
+                                att.k, att.d, att.gs, att.ss, hs, att.forward, att.gnew,
+                                crow, att.squ, ctx.sigma2, skip)
+        for c in (att.p, att.u):
+            if state.start <= c < state.stop:
+                j = c - state.start
+                cols[(i, c)] = (state.H[:, j].copy(), state.W[:, j].copy(), float(crow[j]),
+                                None if state.Mu is None else state.Mu[:, j].copy(),
+                                None if state.Tau is None else state.Tau[:, j].copy())
+    return state, (totals, cols)
+
+
+def block_pivot_apply(state: BlockState, ctx: StepContext):
+    """Pivot swap, second half (accepted): the other columns' rows != k follow the
+    map, their row k is drawn from its exact conditional under the new basis, columns
+    p and u take the client's GHK draws, and row k of H becomes a_u^T A[:, block].
+    ``ctx.G`` is the Gram *before* the swap. Returns the new state and None."""
+    att = ctx.pivot[0]
+    k = att.k
+    pri = ctx.priors
+    crow, hs, skip = _pivot_args(state, att)
+    _, W, h = pivot_block(ctx.G, state.H, state.W, state.Mu, state.Tau, pri, k, att.d,
+                          att.gs, att.ss, hs, att.forward, att.gnew, crow, att.squ,
+                          ctx.sigma2, skip, write=True)
+    mu, tau = _slot_prior(state, pri, k)
+    gen = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, PIVOT, att.sub)
+    W[k] = draw_slot_row(gen, att.squ, h, mu, tau, ctx.sigma2, pri.a, pri.b)
+    for c, w in zip((att.p, att.u), att.w_new, strict=True):
+        if state.start <= c < state.stop:
+            W[:, c - state.start] = w
+    return state._replace(W=W, H=swapped_h(state.H, k, crow)), None
 
 
 def _delta_sse(H, W, k, row_u, d, Gn=None, q=None):

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["root_entropy", "stream", "CLIENT", "SWEEP", "PRIOR", "CANDIDATES", "INIT", "SWEEP2",
-           "SLOT", "ANNEAL"]
+           "SLOT", "ANNEAL", "PIVOT"]
 
 # purposes: the last element of the spawn key
-CLIENT, SWEEP, SWEEP2, PRIOR, CANDIDATES, INIT, SLOT, ANNEAL = 0, 1, 2, 3, 4, 5, 6, 7
+CLIENT, SWEEP, SWEEP2, PRIOR, CANDIDATES, INIT, SLOT, ANNEAL, PIVOT = 0, 1, 2, 3, 4, 5, 6, 7, 8
 
 
 def root_entropy(random_state) -> int:
@@ -33,7 +33,9 @@ def root_entropy(random_state) -> int:
 
 
 def stream(entropy: int, chain: int, iteration: int, block: int,
-           purpose: int) -> np.random.Generator:
-    """The Generator for one (chain, iteration, block, purpose) cell."""
-    ss = np.random.SeedSequence(entropy, spawn_key=(chain, iteration + 1, block + 1, purpose))
+           purpose: int, sub: int | None = None) -> np.random.Generator:
+    """The Generator for one (chain, iteration, block, purpose) cell; ``sub`` tells apart
+    several uses of one purpose within an iteration (the pivot swap's attempts)."""
+    key = (chain, iteration + 1, block + 1, purpose) + (() if sub is None else (sub,))
+    ss = np.random.SeedSequence(entropy, spawn_key=key)
     return np.random.Generator(np.random.PCG64(ss))

@@ -1,0 +1,248 @@
+"""The pivot swap: slot k moves to column u and the other rows of W follow.
+
+The collapsed swap (:mod:`.collapsed`) integrates out row k of W but keeps the other
+rows W_{-k} fixed, so it only accepts columns that explain what the outgoing column
+explained with the same W_{-k}: near-copies. The pivot swap is a Metropolis-Hastings
+move on (J, W) that also moves W_{-k}:
+
+* Orientation. Of the two bases J (slot k holds p) and J' (slot k holds u), the one
+  whose slot-k column has the smaller index is the *source* s, the other the target t;
+  a_s is the source's slot column. Everything below depends on the unordered pair
+  {J, J'} and this orientation only, so the move from J' back to J uses the inverse map.
+* The map. With m_n(w) = (a_s^T a_n - g_s^T w_{-k}) / ||a_s||^2 (the least-squares
+  coefficient of a_s for column n given the other rows; g_s = C_{-k}^T a_s) and d the
+  least-squares coefficients of the other basis columns in a_s ~ C_t x (rows != k),
+  source -> target is w'_{-k} = w_{-k} + d m_n(w): the columns that used a_s now use
+  its representation in the target basis. It is affine with Jacobian
+  det = 1 - g_s^T d / ||a_s||^2 per column; target -> source is its inverse,
+  w_{-k} = w'_{-k} - d (a_s^T a_n - g_s^T w'_{-k}) / (||a_s||^2 - g_s^T d).
+* Row k of every other column is integrated out and redrawn from its exact
+  conditional, as in the collapsed swap: the column's term in the ratio is its log
+  marginal with row k integrated (:func:`column_terms`).
+* The two columns p and u themselves (the outgoing column must be refitted, the
+  incoming one becomes e_k) get a fresh proposal: the GHK sequence of truncated
+  conditionals of their Gaussian full conditional under J' (:func:`ghk_column`); its
+  density enters the ratio, evaluated for the old column under J on the way back.
+
+The log acceptance ratio is then sum over the other columns of (their terms under J'
+minus under J) + (N - 2) log|det| (source -> target; minus for the inverse) + the GHK
+terms of p and u, and the move leaves p(J, W | sigma^2, A) invariant (docs/model.md).
+A map that leaves the box [a, b] for some column is rejected (the target is 0 there).
+
+Everything here is one column block or one column: the engine adds the blocks' sums.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .collapsed import _log_mass
+from .truncnorm import gtn_draw
+
+__all__ = ["pivot_block", "ghk_column"]
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _slot_f(g, h, mu, tau, inv_s2, a, b):
+    # log of the integral over w in [a, b] of exp(-(g w^2 - 2 h w) / 2 s2) N(w; mu, 1/tau)
+    # up to factors that are the same for every basis (collapsed.py's f)
+    P = g * inv_s2 + tau
+    lin = h * inv_s2 + tau * mu
+    m = lin / P
+    sp = math.sqrt(P)
+    return 0.5 * lin * m - 0.5 * math.log(P) + _log_mass(sp * (a - m), sp * (b - m))
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _pivot_block(G, H, W, GW, Mu, Tau, hier, mu0, tau0, k, d, gs, ss, hs, forward, gnew,
+                 crow, squ, inv_s2, a, b, skip, write, out_w, out_h):
+    K, nb = W.shape
+    Gd = np.zeros(K)
+    for i in range(K):
+        for j in range(K):
+            if j != k:
+                Gd[i] += G[i, j] * d[j]
+    dGd = 0.0
+    gsd = 0.0
+    for i in range(K):
+        if i != k:
+            dGd += d[i] * Gd[i]
+            gsd += gs[i] * d[i]
+    denom = ss if forward else ss - gsd
+    sign = 1.0 if forward else -1.0
+    total = 0.0
+    wp = np.empty(K)
+    for n in range(nb):
+        if skip[n]:
+            continue
+        wk = W[k, n]
+        q0 = 0.0
+        lin0 = 0.0
+        dgw = 0.0
+        dh = 0.0
+        sdot = 0.0
+        pri0 = 0.0
+        pri1 = 0.0
+        hk = H[k, n]
+        for i in range(K):
+            gw0 = GW[i, n] - G[i, k] * wk  # (G w0)_i, w0 = w with row k zeroed
+            if i == k:
+                hk -= gw0
+                continue
+            wi = W[i, n]
+            q0 += wi * gw0
+            lin0 += wi * H[i, n]
+            dgw += d[i] * gw0
+            dh += d[i] * H[i, n]
+            sdot += gs[i] * wi
+        m = (hs[n] - sdot) / denom
+        sm = sign * m
+        hnew = crow[n]
+        ok = True
+        for i in range(K):
+            if i == k:
+                wp[i] = 0.0
+                continue
+            wi = W[i, n]
+            v = wi + sm * d[i]
+            if v < a or v > b:
+                ok = False
+            wp[i] = v
+            hnew -= gnew[i] * v
+            if hier:
+                pri0 -= 0.5 * Tau[i, n] * (wi - Mu[i, n]) ** 2
+                pri1 -= 0.5 * Tau[i, n] * (v - Mu[i, n]) ** 2
+            else:
+                pri0 -= 0.5 * tau0 * (wi - mu0) ** 2
+                pri1 -= 0.5 * tau0 * (v - mu0) ** 2
+        if not ok:
+            return -np.inf
+        q1 = q0 + 2.0 * sm * dgw + m * m * dGd
+        lin1 = lin0 + sm * dh
+        muk = Mu[k, n] if hier else mu0
+        tauk = Tau[k, n] if hier else tau0
+        l0 = 0.5 * (2.0 * lin0 - q0) * inv_s2 + _slot_f(G[k, k], hk, muk, tauk, inv_s2, a, b)
+        l1 = 0.5 * (2.0 * lin1 - q1) * inv_s2 + _slot_f(squ, hnew, muk, tauk, inv_s2, a, b)
+        total += (l1 + pri1) - (l0 + pri0)
+        if write:
+            for i in range(K):
+                if i != k:
+                    out_w[i, n] = wp[i]
+            out_h[n] = hnew
+    return total
+
+
+def pivot_block(G, H, W, Mu, Tau, priors, k, d, gs, ss, hs, forward, gnew, crow, squ,
+                sigma2, skip, write=False):
+    """One block's share of the pivot swap's log ratio (without the Jacobian and the
+    GHK terms of the two swapped columns).
+
+    Parameters
+    ----------
+    G, H, W : arrays
+        The current basis's Gram (K, K), H = C^T A[:, block] (K, nb) and W (K, nb).
+    Mu, Tau : (K, nb) arrays or None
+        GBTN's per-entry prior parameters (None: GBT's ``priors.mu``, ``priors.tau``).
+    k : int
+        The slot.
+    d, gs : (K,) arrays
+        The map's coefficients (entry k ignored) and C_{-k}^T a_s (entry k ignored).
+    ss : float
+        ||a_s||^2.
+    hs : (nb,) array
+        a_s^T A[:, block].
+    forward : bool
+        The current basis is the source (apply the map; else its inverse).
+    gnew : (K,) array
+        Row k of the Gram after the swap (C'^T a_u, entry k = ||a_u||^2).
+    crow : (nb,) array
+        a_u^T A[:, block].
+    squ : float
+        ||a_u||^2.
+    sigma2 : float
+    skip : (nb,) bool array
+        The swapped columns p and u (they get their own proposal).
+    write : bool
+        Also return the mapped W_{-k} (row k untouched) and, per column, the h of the
+        new slot's conditional (``h_n = a_u^T a_n - sum_{i != k} g'_i w'_in``).
+
+    Returns
+    -------
+    float, or (float, W', h)
+        The sum over the block's other columns of (log marginal with row k integrated
+        under the proposal) - (the same under the current state), -inf when the map
+        leaves the box [a, b] for some column.
+    """
+    hier = Mu is not None
+    K, nb = W.shape
+    Mu_ = Mu if hier else np.zeros((1, 1))
+    Tau_ = Tau if hier else np.zeros((1, 1))
+    GW = G @ W
+    out_w = W.copy() if write else np.empty((1, 1))
+    out_h = np.zeros(nb) if write else np.empty(1)
+    total = _pivot_block(G, H, W, GW, Mu_, Tau_, hier, float(priors.mu), float(priors.tau),
+                         int(k), np.asarray(d, np.float64), np.asarray(gs, np.float64),
+                         float(ss), np.ascontiguousarray(hs, np.float64), bool(forward),
+                         np.asarray(gnew, np.float64), np.ascontiguousarray(crow, np.float64),
+                         float(squ), 1.0 / float(sigma2), float(priors.a), float(priors.b),
+                         np.asarray(skip, np.bool_), bool(write), out_w, out_h)
+    total = float(total)
+    if write:
+        return total, out_w, out_h
+    return total
+
+
+def ghk_column(gen, G, h, mu, tau, sigma2, a, b, w=None):
+    """The GHK proposal of one column of W and its log weight.
+
+    The column's full conditional given the basis is N(w; m, Lambda^-1) restricted to the
+    box [a, b]^K, with Lambda = G / sigma^2 + diag(tau), m = Lambda^-1 (h / sigma^2 +
+    tau mu) (``h`` = C^T a_n). The proposal draws the coordinates in order, each from the
+    Gaussian's conditional given the earlier ones, truncated to [a, b]; its density is
+    the product of these truncated normal densities, so that
+
+        log target(w) - log proposal(w) = c + sum_i log Z_i(w_{<i}),
+
+    with c = m^T Lambda m / 2 - log det(Lambda) / 2 + K log(2 pi) / 2 (the column's
+    unconstrained log marginal up to terms that do not depend on the basis) and Z_i the
+    mass of [a, b] under the i-th conditional. With ``w`` given, it is evaluated at
+    ``w`` (the reverse move) instead of drawn.
+
+    Returns
+    -------
+    (float, ndarray)
+        The log weight and the column.
+    """
+    K = G.shape[0]
+    tau = np.broadcast_to(np.asarray(tau, np.float64), (K,))
+    mu = np.broadcast_to(np.asarray(mu, np.float64), (K,))
+    Lam = G / sigma2 + np.diag(tau)
+    rhs = np.asarray(h, np.float64) / sigma2 + tau * mu
+    Lc = np.linalg.cholesky(Lam)
+    m = np.linalg.solve(Lam, rhs)
+    # covariance factor S = Lam^-1 = L L^T, L lower triangular: w = m + L eta
+    S = np.linalg.inv(Lam)
+    S = 0.5 * (S + S.T)
+    L = np.linalg.cholesky(S)
+    eta = np.zeros(K)
+    out = np.empty(K)
+    logz = 0.0
+    for i in range(K):
+        base = m[i] + L[i, :i] @ eta[:i]
+        s = L[i, i]
+        lo, hi = (a - base) / s, (b - base) / s
+        logz += _log_mass(lo, hi)
+        if w is None:
+            x = gtn_draw(gen, base, 1.0 / (s * s), a, b)
+        else:
+            x = float(w[i])
+        out[i] = x
+        eta[i] = (x - base) / s
+    logdet = 2.0 * float(np.sum(np.log(np.diag(Lc))))
+    c = 0.5 * float(m @ rhs) - 0.5 * logdet + K * _HALF_LOG_2PI
+    return c + logz, out
