@@ -28,8 +28,8 @@ from .convert import (
 )
 from .reading import KEEP_NAN, npy_header, scan_non_finite
 
-#: ``info`` counts the NaN of a Zarr array (one read of it) up to this size; a larger
-#: one converted by dask-bid reports the count its conversion recorded
+#: ``info`` counts the NaN of a local Zarr array (one read of it) up to this size; a
+#: larger or remote one converted by dask-bid reports the count its conversion recorded
 INFO_SCAN_BYTES = 2**30
 
 
@@ -40,7 +40,8 @@ def _missing_lines(info) -> list[str]:
     if n_nan is None:
         if info.get("nan_not_counted"):
             return [f"  missing    not counted: reading all {human_bytes(info['size'])} "
-                    f"takes a while (counted up to {human_bytes(INFO_SCAN_BYTES)})"]
+                    f"takes a while (counted for local stores up to "
+                    f"{human_bytes(INFO_SCAN_BYTES)})"]
         return []
     M, N = info["shape"][:2] if len(info["shape"]) >= 2 else (info["shape"][0], 1)
     total = max(1, int(M) * int(N))
@@ -125,7 +126,9 @@ def describe_path(path) -> dict:
                 recorded = int((missing.get("n_kept") if missing.get("fill") == KEEP_NAN
                                 else 0) or 0)
         if len(node.shape) == 2 and node.dtype.kind == "f":
-            if int(node.nbytes) <= INFO_SCAN_BYTES and not info.get("incomplete"):
+            # a local store only: over a network a read of up to 1 GiB is no quick look
+            if (int(node.nbytes) <= INFO_SCAN_BYTES and not info.get("incomplete")
+                    and not is_url(spath)):
                 info["n_nan"], info["n_inf"] = _count_non_finite(node)
             elif recorded is not None:
                 info["n_nan"], info["n_inf"] = recorded, 0
