@@ -143,8 +143,9 @@ class BayesianID:
     missing : {"zero", "mask"}, default="zero"
         "zero": A must be finite; NaN or infinity is refused (the paper fills missing
         entries with 0 after standardising). "mask": a NaN is a missing entry, left out of
-        the likelihood (in memory only for now: numpy input, no ``client``/``out``);
-        infinity is still refused.
+        the likelihood, in memory and on the Dask engine (docs/engine.md, "Missing
+        entries"; or pass ``mask=``, a boolean array of A's shape, to ``fit``); infinity is
+        still refused.
     n_trace_columns : int, default=10
         Number of evenly spaced columns whose W draws are kept for diagnostics.
     refine_sweeps : int, default=20
@@ -291,7 +292,8 @@ class BayesianID:
         **fit_kwargs
             Engine options: ``client``, ``out``, ``overwrite``, ``resume``,
             ``checkpoint_every``, ``chunks``, ``storage_options``, ``callback``,
-            ``allow_missing_chunks`` (see :func:`dask_bid.engine.fit_dask`).
+            ``allow_missing_chunks``, and with ``missing="mask"`` ``mask`` (True:
+            observed) (see :func:`dask_bid.engine.fit_dask`).
 
         Returns
         -------
