@@ -82,6 +82,9 @@ class ChainConfig(NamedTuple):
     warmup_temperature: float = 1e4
     # collapsed: pivot swap attempts per iteration (the other rows of W follow the swap)
     n_pivot: int = 0
+    # warm-up only: never swap in a column that lies in the span of the other basis
+    # columns (a copy of one of them): such bases trap the chain at the target
+    avoid_degenerate: bool = False
     max_scored: int = 256
 
 
@@ -196,18 +199,31 @@ def _record(cfg, st: ClientState, J):
     return key, perm, tuple(evict)
 
 
+#: random starts of the exact sampler redrawn at most this often while rank-deficient
+MAX_REDRAWS = 20
+
+
 def initial_state(backend, cfg: ChainConfig, entropy: int, chain: int, J0=None):
     """Pick the starting basis, set up the blocks, draw the first sigma^2."""
     K = cfg.n_components
     g = stream(entropy, chain, -1, 0, INIT)
+    # the exact sampler's random start is a random basis of full rank: a basis holding
+    # two copies of a column (the paper's data copies every column) is a mode it cannot
+    # leave; up to MAX_REDRAWS redraws, one pass each (the paper's chain: no redraw)
+    redraws = MAX_REDRAWS if J0 is None and cfg.sampler == "collapsed" else 0
     if J0 is None:
         J0 = np.sort(g.choice(backend.n_cols, size=K, replace=False))
     J0 = np.asarray(J0, dtype=np.int64)
-    # the first batch of swap candidates rides on the pass that computes H
-    first = _batch(entropy, chain, 0, backend.n_cols, J0, (), None, cfg.n_candidates)
-    norm_a2, n_obs = backend.init_blocks(J0, cfg.priors, entropy, chain, extra=first,
-                                         max_rows=cfg.max_cached_rows)
-    G = backend.gram(J0)
+    while True:
+        # the first batch of swap candidates rides on the pass that computes H
+        first = _batch(entropy, chain, 0, backend.n_cols, J0, (), None, cfg.n_candidates)
+        norm_a2, n_obs = backend.init_blocks(J0, cfg.priors, entropy, chain, extra=first,
+                                             max_rows=cfg.max_cached_rows)
+        G = backend.gram(J0)
+        if not redraws or not any(_in_span(G, k, G[:, k], G[k, k]) for k in range(K)):
+            break
+        redraws -= 1
+        J0 = np.sort(g.choice(backend.n_cols, size=K, replace=False))
     if cfg.w_init == "lstsq":
         # a W far from its conditional posterior makes the first swap decisions noise
         # and throws a good starting basis away
@@ -375,12 +391,15 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
     st.cand_pos = pos
     cols = backend.columns(S)
     g_rows = np.stack([proposal_gram(st.G, k, c, sq)[1] for c, sq in cols])
+    bad = [cfg.avoid_degenerate and _in_span(st.G, k, c, sq) for c, sq in cols]
     ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
                       sigma2=st.sigma2, G=st.G, p=k, J=st.J, cands=tuple(int(u) for u in S),
                       g_rows=g_rows)
     L = np.sum([np.asarray(r) for r in backend.map(block_collapsed_score, ctx)], axis=0)
     if cfg.temperature != 1.0:
         L = L / cfg.temperature
+    if any(bad):
+        L[1:][np.asarray(bad)] = -np.inf
     choice, prob = choose_among(g, L, cfg.acceptance)
     accepted = choice > 0
     if accepted:
@@ -391,6 +410,15 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
     _finish(backend, block_collapsed_finish, ctx._replace(record=record), cfg, entropy, chain,
             st, norm_a2, n_obs, g)
     return accepted or annealed, prob
+
+
+def _in_span(G, k, gcol, squ, rtol=1e-8):
+    """Whether column u (``gcol`` = C^T a_u, ``squ`` = ||a_u||^2) lies in the span of
+    the basis columns other than slot k: its least-squares residual on them vanishes."""
+    idx = [i for i in range(G.shape[0]) if i != k]
+    g = np.asarray(gcol, dtype=np.float64)[idx]
+    res = squ - g @ np.linalg.pinv(G[np.ix_(idx, idx)], hermitian=True) @ g
+    return bool(res <= rtol * squ)
 
 
 def _pivot_geometry(G, k, gcol, squ, p, u):
@@ -440,7 +468,8 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
         geo, sent = [], []
         for (k, u), (gcol, squ) in zip(atts, cols, strict=True):
             p = int(st.J[k])
-            gm = _pivot_geometry(st.G, k, gcol, squ, p, u)
+            gm = None if cfg.avoid_degenerate and _in_span(st.G, k, gcol, squ) else \
+                _pivot_geometry(st.G, k, gcol, squ, p, u)
             geo.append(gm)
             if gm is not None:
                 gnew, _, forward, d, gs, ss, _ = gm
@@ -522,6 +551,8 @@ def _move_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retained
     _ensure_rows(backend, cfg, entropy, chain, st, [u], st.J)
     st.cand_pos = pos
     gcol, squ = backend.column(u)
+    if cfg.avoid_degenerate and _in_span(st.G, k, gcol, squ):
+        return False, 0.0
     gnew = proposal_gram(st.G, k, gcol, squ)[1]
     T = cfg.n_anneal
     ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=pri,
@@ -616,8 +647,11 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
     retained = t >= cfg.burn_in and (t - cfg.burn_in) % cfg.thin == 0
     move_cfg = cfg
     if t < cfg.tempered_warmup:
-        # warm-up (discarded): the same moves with flattened swap odds
-        move_cfg = cfg._replace(temperature=cfg.temperature * warmup_temperature_at(cfg, t))
+        # warm-up (discarded): the same moves with flattened swap odds, and no swap into
+        # a rank-deficient basis (two copies of one column can hold a coefficient the
+        # box forbids either alone, a mode the chain cannot leave once cooled)
+        move_cfg = cfg._replace(temperature=cfg.temperature * warmup_temperature_at(cfg, t),
+                                avoid_degenerate=True)
     if t < cfg.search_warmup:
         # warm-up (discarded): the least-squares search; the chain is the configured
         # sampler from the state the search reached

@@ -100,7 +100,7 @@ def chain_config(p, n_cols: int) -> ChainConfig:
                        else 0,
                        tempered_warmup=int(p.get("tempered_warmup", 0)) if move == "collapsed"
                        else 0,
-                       warmup_temperature=float(p.get("warmup_temperature", 1e4)))
+                       warmup_temperature=float(p.get("warmup_temperature", 100.0)))
 
 
 def _traced_draws(backends, key, n_keep, K, trace_cols):

@@ -37,7 +37,7 @@ HYPERPARAMETERS = {
     "alpha_t": ("the gamma shape of the GTNSNG hyperprior's precision (GBTN)", 1.0),
     "beta_t": ("the gamma rate of the GTNSNG hyperprior's precision (GBTN)", 1.0),
     "temperature": ("the divisor of the swap log-odds (1 = the paper)", 1.0),
-    "warmup_temperature": ("the swap temperature at the start of the tempered warm-up", 1e4),
+    "warmup_temperature": ("the swap temperature at the start of the tempered warm-up", 100.0),
 }
 
 
@@ -161,7 +161,8 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
             f"({out['burn_in']}): the search's iterations are not posterior draws and must "
             "be discarded. Lower search_warmup or raise burn_in.")
     if isinstance(p.get("tempered_warmup"), str) and p["tempered_warmup"].lower() == "auto":
-        out["tempered_warmup"] = (3 * out["burn_in"]) // 4
+        # the search warm-up, when asked for, takes the place of the default one
+        out["tempered_warmup"] = 0 if out["search_warmup"] else (3 * out["burn_in"]) // 4
     else:
         out["tempered_warmup"] = _int(
             "tempered_warmup", p.get("tempered_warmup", 0), 0,
@@ -177,11 +178,11 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
             "search_warmup and tempered_warmup are two warm-ups for the same purpose; "
             "pass one of them (the other 0).")
     out["warmup_temperature"] = _positive("warmup_temperature",
-                                          p.get("warmup_temperature", 1e4))
+                                          p.get("warmup_temperature", 100.0))
     if out["warmup_temperature"] < 1.0:
         raise ParameterError(
             f"warmup_temperature must be >= 1, got {out['warmup_temperature']}: the warm-up "
-            "starts hotter than the target and cools to it (default 1e4).")
+            "starts hotter than the target and cools to it (default 100).")
     out["acceptance"] = _choice("acceptance", p["acceptance"], ACCEPTANCES,
                                 " (barker: Gibbs over the candidate set; metropolis: "
                                 "Metropolised Gibbs)")
