@@ -56,7 +56,8 @@ def test_text_and_npy_keep_their_nan_and_fit_masked(tmp_path, capsys, fmt):
     out = tmp_path / "o.zarr"
     assert main(["fit", str(src), "--k", str(K), "--out", str(out), *FAST,
                  "--missing", "mask"]) == 0, capsys.readouterr().err
-    capsys.readouterr()
+    assert f"missing      {n_nan} NaN entries of {src} left out of the likelihood" \
+        in capsys.readouterr().err
     conv = zarr.open_array(str(tmp_path / f"in.{fmt}.zarr"), mode="r")
     np.testing.assert_array_equal(conv[...], A)  # NaN kept where it was, nothing filled
     assert conv.attrs["dask_bid_missing"] == {"fill": "keep", "n_filled": 0, "n_kept": n_nan}

@@ -203,13 +203,14 @@ def _treatment(fill) -> str:
             "zero": "--fill-missing zero (NaN replaced by 0)"}.get(fill, "no NaN allowed")
 
 
-def converted_fill_count(path) -> int:
-    """How many NaN the conversion at ``path`` replaced by 0 (0 if none or unknown)."""
+def converted_fill_count(path, kept=False) -> int:
+    """How many NaN the conversion at ``path`` replaced by 0, or with ``kept`` kept as
+    missing entries (``--missing mask``); 0 if none or unknown."""
     import zarr
 
     try:
         missing = zarr.open_array(path, mode="r").attrs.get(MISSING_ATTR) or {}
-        return int(missing.get("n_filled") or 0)
+        return int(missing.get("n_kept" if kept else "n_filled") or 0)
     except Exception:
         return 0
 

@@ -177,6 +177,10 @@ def run(args):
         if n_filled:
             say(f"filled       {n_filled} NaN entries of {args.input} by 0 (--fill-missing "
                 f"zero; recorded in {src})", quiet=args.quiet)
+        n_kept = converted_fill_count(src, kept=True)
+        if n_kept:
+            say(f"missing      {n_kept} NaN entries of {args.input} left out of the "
+                f"likelihood (--missing mask; kept in {src})", quiet=args.quiet)
     client, where = choose_scheduler(args.scheduler, shape)
     say(f"scheduler    {where}", quiet=args.quiet)
     full = _full_params(params)
