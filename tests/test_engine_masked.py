@@ -117,18 +117,39 @@ def test_sync_path_repeats_and_dask_input(store, reference):
                                              **SYNC))
 
 
-@pytest.mark.parametrize("processes", [True, False], ids=["processes", "threads"])
-def test_local_cluster_matches_sync(store, reference, processes):
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
-        res = bayesian_id(store, K, client=client, chunks=TILES, checkpoint_every=5, **KWS)
-        if not processes:
-            # numpy input on the cluster (persisted as a dask array): the same chain
-            res_np = bayesian_id(_matrix(), K, client=client, chunks=TILES,
-                                 checkpoint_every=5, **KWS)
-            assert_same_chain(reference, res_np)
+@pytest.fixture(scope="module")
+def process_client():
+    """Two worker processes with a 400 MB memory limit each, which record the largest
+    result of every kind of task (:class:`_LargestResult`); shared by the process path's
+    determinism test and the memory test (one cluster start-up)."""
+    import sys
+
+    import cloudpickle
+
+    # the plugin class lives in this test module, which the workers cannot import
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="400MB",
+                          dashboard_address=":0") as cluster, \
+                Client(cluster, set_as_default=False) as client:
+            client.register_plugin(_LargestResult())
+            yield client
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def test_process_cluster_matches_sync(store, reference, process_client):
+    res = bayesian_id(store, K, client=process_client, chunks=TILES, checkpoint_every=5,
+                      **KWS)
     assert_same_chain(reference, res)
     assert res.mse_observed == reference.mse_observed
+
+
+def test_thread_cluster_matches_sync(store, reference):
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        res = bayesian_id(store, K, client=client, chunks=TILES, checkpoint_every=5, **KWS)
+    assert_same_chain(reference, res)
 
 
 # --------------------------------------------------------------- 3. checkpoints, resume
@@ -236,14 +257,11 @@ class _LargestResult(WorkerPlugin):
         sizes[kind] = max(sizes.get(kind, 0), _nbytes(value))
 
 
-def test_block_memory_stays_within_the_stated_bound(tmp_path):
+def test_block_memory_stays_within_the_stated_bound(tmp_path, process_client):
     """The bound of docs/engine.md, measured: every block state a worker holds during a
     masked fit, and every partial result of a streaming task, on workers with a memory
     limit (none spills, pauses or restarts)."""
     import os
-    import sys
-
-    import cloudpickle
 
     from dask_bid.engine.dask_backend import TILE_BYTES, masked_block_bytes
 
@@ -254,24 +272,16 @@ def test_block_memory_stays_within_the_stated_bound(tmp_path):
     A[rng.random(A.shape) < 0.4] = np.nan
     path = str(tmp_path / "big.zarr")
     to_zarr(A, path, chunks=(1000, 96))  # 9 MB: 6 x 2 chunks, 6 row tiles
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    try:
-        with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="400MB",
-                          dashboard_address=":0") as cluster, \
-                Client(cluster, set_as_default=False) as client:
-            client.register_plugin(_LargestResult())
-            pids = client.run(os.getpid)
-            res = bayesian_id(path, Kb, client=client, n_iter=6, burn_in=2, random_state=0,
-                              block_size=nb, missing="mask", init="random",
-                              chunks=(1000, 96), checkpoint_every=3, n_anneal=2,
-                              anneal_every=3, refine_sweeps=2)
-            sizes = client.run(lambda dask_worker: dask_worker.largest_result)
-            metrics = client.run(lambda dask_worker: dict(dask_worker.data.cumulative_metrics))
-            statuses = {w["status"] for w in
-                        client.scheduler_info(n_workers=-1)["workers"].values()}
-            assert client.run(os.getpid) == pids, "a worker was restarted"
-    finally:
-        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    client = process_client
+    client.run(lambda dask_worker: dask_worker.largest_result.clear())
+    pids = client.run(os.getpid)
+    res = bayesian_id(path, Kb, client=client, n_iter=6, burn_in=2, random_state=0,
+                      block_size=nb, missing="mask", init="random", chunks=(1000, 96),
+                      checkpoint_every=3, n_anneal=2, anneal_every=3, refine_sweeps=2)
+    sizes = client.run(lambda dask_worker: dask_worker.largest_result)
+    metrics = client.run(lambda dask_worker: dict(dask_worker.data.cumulative_metrics))
+    statuses = {w["status"] for w in client.scheduler_info(n_workers=-1)["workers"].values()}
+    assert client.run(os.getpid) == pids, "a worker was restarted"
     assert res.params["missing"] == "mask" and res.mse_observed > 0
     assert statuses == {"running"}
     for a, m in metrics.items():
