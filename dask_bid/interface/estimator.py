@@ -41,11 +41,15 @@ class BayesianID:
     sampler : {"collapsed", "plain", "aggressive", "search"}, default="collapsed"
         How the basis J moves; what each chain targets:
 
-        - ``"collapsed"``: exact. Each iteration picks a slot k of J and a random set of
-          ``n_tries`` columns outside J, and chooses among them and the slot's current
-          column by their marginal likelihood with row k of W integrated out (closed
-          form); row k is then drawn from its exact conditional, W swept, sigma^2 drawn.
-          The chain targets the posterior p(J, W, sigma^2 | A) of the paper's model.
+        - ``"collapsed"``: exact. Each iteration makes ``n_pivot`` pivot swaps (a slot
+          moves to a random column while the other rows of W follow it), then picks a
+          slot k of J and a random set of ``n_tries`` columns outside J and chooses
+          among them and the slot's current column by their marginal likelihood with
+          row k of W integrated out (closed form); row k is then drawn from its exact
+          conditional, W swept, sigma^2 drawn; every ``anneal_every`` iterations an
+          annealed swap. Every move is a Metropolis-Hastings or Gibbs move for the
+          posterior p(J, W, sigma^2 | A) of the paper's model, which is what the
+          retained chain targets (the tempered warm-up, within burn-in, is discarded).
         - ``"plain"``: the paper's Algorithm 1, exact for the same posterior, but the
           incoming column's row of W is a prior draw, so swaps are rarely accepted: the
           chain barely moves on real data.
@@ -69,6 +73,17 @@ class BayesianID:
         "metropolis" proposes a candidate in proportion to its weight and accepts with
         min(1, (Z - w_current) / (Z - w_candidate)) (Metropolised Gibbs, which moves more
         often). Both leave the posterior invariant.
+    n_pivot : int, default=8
+        ``sampler="collapsed"``: pivot swaps per iteration. Slot k (uniform) moves to a
+        uniform column u outside J; the other columns' rows of W other than k follow an
+        affine map (what the outgoing column explained is re-expressed in the new basis),
+        their row k is integrated out and redrawn, and the two swapped columns of W get
+        fresh proposals (a sequence of truncated conditionals, GHK); the exact
+        Metropolis-Hastings ratio, Jacobian included, accepts or rejects (docs/model.md,
+        "The pivot swap"). The collapsed swap alone, at fixed W_{-k}, accepts only
+        near-copies of the outgoing column; this move crosses between genuinely
+        different bases. Each costs O(K^2 N), about one sweep; 0 turns it off. Not used
+        with ``missing="mask"`` (the map would need every column's own Gram).
     n_anneal : int, default=10
         ``sampler="collapsed"``: steps of the annealed swap (a slot moves to a random
         column while W follows through ``n_anneal`` intermediate distributions; accepted
@@ -84,17 +99,19 @@ class BayesianID:
         targets. 0 (default) turns it off. It finds better modes (a lower reported
         error) and leaves a random start, but it also takes chains from a common start
         into different local modes (see docs/performance.md, "Mixing").
-    tempered_warmup : int or "auto", default=0
+    tempered_warmup : int or "auto", default="auto"
         ``sampler="collapsed"``: during the first ``tempered_warmup`` iterations (at most
         ``burn_in``, so always discarded; "auto": three quarters of the burn-in) the
         swaps' log-odds are divided by a temperature that falls geometrically from
         ``warmup_temperature`` to 1 (simulated annealing of the basis; W and sigma^2 are
         drawn from their exact conditionals throughout). The retained chain is the exact
         sampler, targeting p(J, W, sigma^2 | A), from the state the warm-up reached: it
-        changes where the chain starts, not what it targets. Use it with
-        ``init="random"``: from dispersed starts it brings chains to the same region of
-        bases (docs/performance.md, "Mixing"). Not combined with ``search_warmup``.
-    warmup_temperature : float, default=1e4
+        changes where the chain starts, not what it targets. During it, no swap brings
+        in a column in the span of the other basis columns (a copy of one of them).
+        With the pivot swaps it brings chains from dispersed starts to the same bases
+        (docs/performance.md, "Mixing"). 0 turns it off; "auto" is 0 when
+        ``search_warmup`` is given (the two are not combined).
+    warmup_temperature : float, default=100.0
         The first temperature of ``tempered_warmup`` (>= 1).
     n_iter : int, default=1000
         Iterations of each chain (one slot update, one sweep of W, one sigma^2 draw
@@ -112,7 +129,9 @@ class BayesianID:
     mu_mu, tau_mu, alpha_t, beta_t : float, default=0.0, 0.1, 1.0, 1.0
         GBTN hyperprior.
     init : {"auto", "random", "sketch", "cpqr"} or array of K ints, default="auto"
-        Starting basis: uniformly random (the paper), the randomized ID of a Gaussian
+        Starting basis: uniformly random (the paper; with ``sampler="collapsed"`` a
+        uniformly random basis of full rank, redrawn up to 20 times, one pass over A
+        each, while a column lies in the span of the others), the randomized ID of a Gaussian
         sketch, a deterministic pivoted-QR ID, or given columns. "auto" is "cpqr" while
         its triangular factor is cheap (N <= 10,000 and 2 M N^2 <= 2e11 flops) and
         "sketch" (one pass over A) beyond. Except with "random", W starts at the
