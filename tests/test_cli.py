@@ -139,9 +139,10 @@ def test_same_seed_same_fit_from_cli_and_python(data, tmp_path):
     (["--plain"], dict(sampler="plain")),
     (["--n-tries", "all", "--acceptance", "barker", "--n-anneal", "0"],
      dict(n_tries="all", acceptance="barker", n_anneal=0)),
+    (["--n-pivot", "2", "--tempered-warmup", "3"], dict(n_pivot=2, tempered_warmup=3)),
     (["--paper"], dict(sampler="aggressive", init="random", proposal_init="copy",
                        point_estimate="mode", w_estimate="mean", refine_sweeps=0)),
-], ids=["search", "plain", "all-tries", "paper"])
+], ids=["search", "plain", "all-tries", "pivot-warmup", "paper"])
 def test_sampler_flags_give_the_python_fit(data, tmp_path, flags, kw):
     """Each sampler flag is the keyword of the same name: the CLI's chain is the one
     ``bayesian_id`` runs with it, and the stored parameters name the sampler."""

@@ -34,6 +34,7 @@ from .report import result_lines
 #: not given
 _SAMPLER_OPTIONS = {"model": "model", "sampler": "sampler", "n_tries": "n_tries",
                     "acceptance": "acceptance", "n_anneal": "n_anneal",
+                    "n_pivot": "n_pivot", "tempered_warmup": "tempered_warmup",
                     "anneal_every": "anneal_every", "n_iter": "n_iter", "burn_in": "burn_in",
                     "thin": "thin", "n_chains": "n_chains", "seed": "random_state",
                     "point_estimate": "point_estimate", "w_estimate": "w_estimate",
@@ -243,7 +244,8 @@ def add_parser(sub):
                      help="GBT (default) or GBTN (hierarchical prior on W's mean/precision)")
     fit.add_argument("--sampler", choices=("collapsed", "plain", "aggressive", "search"),
                      default=None,
-                     help="collapsed (default): exact, the swapped row of W integrated out; "
+                     help="collapsed (default): exact, pivot and collapsed swaps (the swapped "
+                     "row of W integrated out); "
                      "plain: the paper's Algorithm 1, exact but rarely moves; aggressive: "
                      "the paper's Algorithm 2 (no known target distribution); search: a "
                      "least-squares optimisation, not a posterior sampler")
@@ -255,6 +257,13 @@ def add_parser(sub):
     fit.add_argument("--acceptance", choices=("metropolis", "barker"), default=None,
                      help="collapsed sampler: Metropolised Gibbs (default) or Barker/Gibbs "
                      "choice among the candidates")
+    fit.add_argument("--n-pivot", type=nonneg_int, default=None, metavar="N",
+                     help="collapsed sampler: pivot swaps per iteration, the other rows of W "
+                     "following the swapped column (default 8; 0: none)")
+    fit.add_argument("--tempered-warmup", type=nonneg_int, default=None, metavar="N",
+                     help="collapsed sampler: burn-in iterations whose swaps run at a "
+                     "temperature falling from 100 to 1 (default: 3/4 of the burn-in; 0: "
+                     "none)")
     fit.add_argument("--n-anneal", type=nonneg_int, default=None, metavar="N",
                      help="collapsed sampler: steps of the annealed swap (default 10; 0: none)")
     fit.add_argument("--anneal-every", type=positive_int, default=None, metavar="N",
