@@ -54,10 +54,12 @@ def main(argv=None):
     ap.add_argument("--k", type=int, default=None, help="override K for every dataset")
     ap.add_argument("--samplers", nargs="+", default=list(SAMPLERS))
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--search-warmup", default="0",
-                    help="search_warmup of the collapsed runs (an integer or auto)")
-    ap.add_argument("--tempered-warmup", default="0",
-                    help="tempered_warmup of the collapsed runs (an integer or auto)")
+    ap.add_argument("--search-warmup", default=None,
+                    help="search_warmup of the collapsed runs (an integer or auto; default: "
+                    "the library's)")
+    ap.add_argument("--tempered-warmup", default=None,
+                    help="tempered_warmup of the collapsed runs (an integer or auto; "
+                    "default: the library's)")
     ap.add_argument("--n-copies", type=int, default=2,
                     help="copies of every column (2: the paper's preprocessing)")
     ap.add_argument("--starts", nargs="+", default=["random", "default"],
@@ -78,10 +80,10 @@ def main(argv=None):
             for start, extra in starts:
                 kw = {**SAMPLERS[label], **extra}
                 if label == "collapsed":
-                    w = args.search_warmup
-                    kw["search_warmup"] = w if w == "auto" else int(w)
-                    w = args.tempered_warmup
-                    kw["tempered_warmup"] = w if w == "auto" else int(w)
+                    for name in ("search_warmup", "tempered_warmup"):
+                        w = getattr(args, name)
+                        if w is not None:
+                            kw[name] = w if w == "auto" else int(w)
                 est, s, acc, wall, final = run(A, K, kw, args.seed)
                 ess = s["ess_bulk"]
                 rows.append((label, start, est.n_iter, s["r_hat"].iloc[0], ess.iloc[0],
