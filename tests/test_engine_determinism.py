@@ -30,8 +30,9 @@ pytestmark = pytest.mark.timeout(300)
 M, N, K = 300, 200, 5
 # 30 iterations, 3 checkpoints: a cluster fit costs ~5 round trips per iteration (the
 # suite's time, README); the chain is compared bitwise at every iteration. 61 candidate
-# rows per pass, as "auto" gives 60 iterations: the chain's first 30 iterations are those
-# of the 60-iteration chain (the streams are counter based), with the same passes over A.
+# rows per pass, what "auto" gives 60 iterations: these 30 iterations, their passes over A
+# included, are the first 30 of the 60-iteration chain (the streams are counter based),
+# which makes all its 3 passes in them (at iterations 5, 10 and 23).
 KW = dict(n_iter=30, burn_in=10, thin=2, random_state=11, block_size=50, checkpoint_every=10,
           n_candidates=61)
 # the lineage test runs 60 iterations: 6 cuts, and a growing graph would gain ~350 tasks
