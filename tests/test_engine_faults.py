@@ -25,13 +25,19 @@ from distributed import Client, Future, LocalCluster
 from dask_bid.engine import to_zarr
 from dask_bid.interface import bayesian_id
 
-# every test here may wait on a cluster: never hang the suite
-pytestmark = pytest.mark.timeout(300)
+# every test here may wait on a cluster: never hang the suite. One pytest-xdist worker
+# runs them all, so that they share the module's cluster.
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("engine-faults")]
 
 M, N, K = 300, 160, 4
 TILES = (60, 80)
-KW = dict(n_iter=70, burn_in=20, thin=2, random_state=21, block_size=40, checkpoint_every=10,
-          chunks=TILES)
+# 40 iterations: 4 checkpoints, the kills at 17 and 30 and the cancel at 23 inside the
+# chain and after the burn-in's end at 20 (a cluster iteration costs ~5 round trips; the
+# suite's time, README). 71 candidate rows per pass, what "auto" gives 70 iterations:
+# these 40 iterations, their passes over A included, are the first 40 of the 70-iteration
+# chain (the streams are counter based), which makes both its passes in them (at 6 and 20).
+KW = dict(n_iter=40, burn_in=20, thin=2, random_state=21, block_size=40, checkpoint_every=10,
+          chunks=TILES, n_candidates=71)
 
 
 def _matrix(seed=3):
@@ -81,8 +87,10 @@ _CHILD = textwrap.dedent("""
     from dask_bid.interface import bayesian_id
     store, out, client, K = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     kw = {kw!r}
-    # slow the chain down so that the parent can kill it between checkpoints
-    bayesian_id(store, K, client=client, out=out, callback=lambda st: time.sleep(0.1), **kw)
+    # slow the chain down after its checkpoint at 20 so that the parent can kill it
+    # between checkpoints (20 iterations, at least 4 s, before it would finish)
+    bayesian_id(store, K, client=client, out=out,
+                callback=lambda st: time.sleep(0.2) if st.iteration >= 20 else None, **kw)
 """)
 
 
