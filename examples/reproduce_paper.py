@@ -72,9 +72,11 @@ BID_VARIANTS: dict[str, tuple[dict, str]] = {
 }
 #: what each variant's chain targets (said in the report)
 VARIANT_TARGETS = {
-    "gbt_collapsed": "the posterior p(J, W, sigma^2 | A) of the GBT model (exact: the "
-                     "swapped row of W integrated out, multiple-try Metropolis, plus an "
-                     "annealed swap every `anneal_every` iterations)",
+    "gbt_collapsed": "the posterior p(J, W, sigma^2 | A) of the GBT model (exact: pivot "
+                     "swaps, the other rows of W following the swapped column; the swapped "
+                     "row of W integrated out, multiple-try Metropolis; an annealed swap "
+                     "every `anneal_every` iterations; a tempered warm-up within the "
+                     "burn-in, discarded)",
     "gbtn_collapsed": "the posterior of the GBTN model (exact, the same moves, the slot's "
                       "mu and tau conditioned on)",
     "gbt_plain": "the posterior of the GBT model (exact, the paper's Algorithm 1; the "
@@ -904,7 +906,9 @@ def write_report(store, path: Path, args, img_dir: Path, mask_status):
         d = defaults
         add(f"- Sampler: one chain per fit. Defaults: `sampler={d.get('sampler')!r}`, "
             f"{d.get('n_iter')} iterations, burn-in {d.get('burn_in')}, thinning "
-            f"{d.get('thin')}, `n_tries={d.get('n_tries')!r}`, "
+            f"{d.get('thin')}, `n_pivot={d.get('n_pivot', 0)!r}` pivot swaps per iteration, "
+            f"`tempered_warmup={d.get('tempered_warmup', 0)!r}` (from temperature "
+            f"{d.get('warmup_temperature', '-')}), `n_tries={d.get('n_tries')!r}`, "
             f"`acceptance={d.get('acceptance')!r}`, an annealed swap of "
             f"{d.get('n_anneal')} steps every {d.get('anneal_every')} iterations; "
             f"`PAPER_SETTINGS`: {PAPER_SETTINGS['n_iter']} iterations, burn-in "
