@@ -367,11 +367,12 @@ def block_pivot_score(state: BlockState, ctx: StepContext):
     a_u^T a_c, Mu[:, c], Tau[:, c])}. Returns the unchanged state and (totals, dict)."""
     totals = np.empty(len(ctx.pivot))
     cols = {}
+    GW = ctx.G @ state.W  # one product for every attempt: they share the state
     for i, att in enumerate(ctx.pivot):
         crow, hs, skip = _pivot_args(state, att)
         totals[i] = pivot_block(ctx.G, state.H, state.W, state.Mu, state.Tau, ctx.priors,
                                 att.k, att.d, att.gs, att.ss, hs, att.forward, att.gnew,
-                                crow, att.squ, ctx.sigma2, skip)
+                                crow, att.squ, ctx.sigma2, skip, GW=GW)
         for c in (att.p, att.u):
             if state.start <= c < state.stop:
                 j = c - state.start

@@ -138,7 +138,7 @@ def _pivot_block(G, H, W, GW, Mu, Tau, hier, mu0, tau0, k, d, gs, ss, hs, forwar
 
 
 def pivot_block(G, H, W, Mu, Tau, priors, k, d, gs, ss, hs, forward, gnew, crow, squ,
-                sigma2, skip, write=False):
+                sigma2, skip, write=False, GW=None):
     """One block's share of the pivot swap's log ratio (without the Jacobian and the
     GHK terms of the two swapped columns).
 
@@ -170,6 +170,8 @@ def pivot_block(G, H, W, Mu, Tau, priors, k, d, gs, ss, hs, forward, gnew, crow,
     write : bool
         Also return the mapped W_{-k} (row k untouched) and, per column, the h of the
         new slot's conditional (``h_n = a_u^T a_n - sum_{i != k} g'_i w'_in``).
+    GW : (K, nb) array, optional
+        ``G @ W``, when the caller scores several attempts against one state.
 
     Returns
     -------
@@ -182,7 +184,8 @@ def pivot_block(G, H, W, Mu, Tau, priors, k, d, gs, ss, hs, forward, gnew, crow,
     K, nb = W.shape
     Mu_ = Mu if hier else np.zeros((1, 1))
     Tau_ = Tau if hier else np.zeros((1, 1))
-    GW = G @ W
+    if GW is None:
+        GW = G @ W
     out_w = W.copy() if write else np.empty((1, 1))
     out_h = np.zeros(nb) if write else np.empty(1)
     total = _pivot_block(G, H, W, GW, Mu_, Tau_, hier, float(priors.mu), float(priors.tau),
@@ -195,6 +198,40 @@ def pivot_block(G, H, W, Mu, Tau, priors, k, d, gs, ss, hs, forward, gnew, crow,
     if write:
         return total, out_w, out_h
     return total
+
+
+@njit(nogil=True, cache=True)
+def _ghk_draw(gen, m, L, a, b, out):
+    # coordinate i from N(m_i + sum_{j<i} L_ij eta_j, L_ii^2) truncated to [a, b]
+    K = m.size
+    eta = np.zeros(K)
+    logz = 0.0
+    for i in range(K):
+        base = m[i]
+        for j in range(i):
+            base += L[i, j] * eta[j]
+        s = L[i, i]
+        logz += _log_mass((a - base) / s, (b - base) / s)
+        x = gtn_draw(gen, base, 1.0 / (s * s), a, b)
+        out[i] = x
+        eta[i] = (x - base) / s
+    return logz
+
+
+@njit(nogil=True, cache=True)
+def _ghk_eval(m, L, a, b, w):
+    # the same masses along a given column (the reverse move)
+    K = m.size
+    eta = np.zeros(K)
+    logz = 0.0
+    for i in range(K):
+        base = m[i]
+        for j in range(i):
+            base += L[i, j] * eta[j]
+        s = L[i, i]
+        logz += _log_mass((a - base) / s, (b - base) / s)
+        eta[i] = (w[i] - base) / s
+    return logz
 
 
 def ghk_column(gen, G, h, mu, tau, sigma2, a, b, w=None):
@@ -229,20 +266,12 @@ def ghk_column(gen, G, h, mu, tau, sigma2, a, b, w=None):
     S = np.linalg.inv(Lam)
     S = 0.5 * (S + S.T)
     L = np.linalg.cholesky(S)
-    eta = np.zeros(K)
     out = np.empty(K)
-    logz = 0.0
-    for i in range(K):
-        base = m[i] + L[i, :i] @ eta[:i]
-        s = L[i, i]
-        lo, hi = (a - base) / s, (b - base) / s
-        logz += _log_mass(lo, hi)
-        if w is None:
-            x = gtn_draw(gen, base, 1.0 / (s * s), a, b)
-        else:
-            x = float(w[i])
-        out[i] = x
-        eta[i] = (x - base) / s
+    if w is None:
+        logz = _ghk_draw(gen, m, L, float(a), float(b), out)
+    else:
+        out[:] = w
+        logz = _ghk_eval(m, L, float(a), float(b), out)
     logdet = 2.0 * float(np.sum(np.log(np.diag(Lc))))
     c = 0.5 * float(m @ rhs) - 0.5 * logdet + K * _HALF_LOG_2PI
     return c + logz, out
