@@ -29,6 +29,8 @@ def test_auto_candidates():
     assert n_candidates_for("auto", 5_000, 500) == 501
     assert n_candidates_for("auto", 5_000, 2000) == 512
     assert n_candidates_for("auto", 5_000, 10) == 11
+    # the exact sampler draws several candidates per iteration: its batch covers them
+    assert n_candidates_for("auto", 5_000, 10, per_iter=17) == 171
     assert n_candidates_for("auto", 10**7, 500) == 8
     wide = AUTO_CANDIDATE_BYTES // (8 * 200_000)
     assert n_candidates_for("auto", 200_000, 500) == wide
@@ -65,7 +67,10 @@ def test_initial_state_holds_the_first_batch(store):
     be = MemoryBackend(A, block_size=30)
     J0 = np.array([0, 1, 2, 3])
     st, norm_a2, n_obs = initial_state(be, cfg, 11, 0, J0)
-    assert len(st.cached) == cfg.n_candidates == 41
+    # 40 iterations of the default sampler draw 17 candidates each (8 tries, 8 pivot
+    # attempts, 1 annealed): the batch covers them, here every one of the N - K columns
+    assert cfg.n_candidates == min(512, 40 * 17 + 1)
+    assert len(st.cached) == min(cfg.n_candidates, N - K)
     assert not set(st.cached) & set(J0.tolist())
     for s in be.states:
         assert s.cand_cols == tuple(st.cached)

@@ -65,22 +65,26 @@ def n_tries_for(n_tries, n_cols: int, K: int) -> int:
 AUTO_CANDIDATE_BYTES = 32 * 2**20
 
 
-def n_candidates_for(n_candidates, n_cols: int, n_iter: int) -> int:
+def n_candidates_for(n_candidates, n_cols: int, n_iter: int, per_iter: int = 1) -> int:
     """Swap candidates computed per pass: ``n_candidates`` itself, or for ``"auto"`` as
-    many rows as :data:`AUTO_CANDIDATE_BYTES` holds (8 to 512, at most ``n_iter + 1``):
+    many rows as :data:`AUTO_CANDIDATE_BYTES` holds (8 to 512, at most what the whole
+    chain draws, ``n_iter * per_iter + 1``; ``per_iter`` candidates per iteration):
     every proposal needs its own row whatever the batching, so larger batches cost
     memory, not arithmetic, and save passes over A."""
     if n_candidates != "auto":
         return int(n_candidates)
     fit = AUTO_CANDIDATE_BYTES // (8 * max(int(n_cols), 1))
-    return int(max(8, min(512, fit, int(n_iter) + 1)))
+    return int(max(8, min(512, fit, int(n_iter) * max(int(per_iter), 1) + 1)))
 
 
 def chain_config(p, n_cols: int) -> ChainConfig:
-    nc = n_candidates_for(p["n_candidates"], n_cols, p["n_iter"])
     move, score = SAMPLER_MOVES[p["sampler"]]
     m = n_tries_for(p.get("n_tries", 1), n_cols, p["n_components"]) if move == "collapsed" \
         else 1
+    per_iter = 1
+    if move == "collapsed":  # the collapsed set, the pivot attempts, the annealed swaps
+        per_iter = m + int(p.get("n_pivot", 0)) + (1 if p.get("n_anneal", 0) else 0)
+    nc = n_candidates_for(p["n_candidates"], n_cols, p["n_iter"], per_iter)
     if move == "collapsed" and p.get("n_tries") == "all":
         nc = max(nc, m)  # every row of A^T A once, in the first pass
     return ChainConfig(n_components=p["n_components"], priors=p["priors"],
