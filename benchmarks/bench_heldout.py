@@ -217,10 +217,15 @@ def load_original(dataset: str, data_dir) -> tuple[np.ndarray, np.ndarray]:
     return ds.data, ds.mask
 
 
-def run(datasets, ks, seeds, methods, n_iter, data_dir, out: Path, log=print) -> dict:
+def run(datasets, ks, seeds, methods, n_iter, data_dir, out: Path, log=print,
+        load=load_original) -> dict:
+    """Fit what ``out`` does not hold yet, writing each record as it ends.
+
+    ``load(name, data_dir)`` returns (values with NaN at missing entries, observed mask).
+    """
     store = load_store(out)
     for name in datasets:
-        values, mask = load_original(name, data_dir)
+        values, mask = load(name, data_dir)
         for seed in seeds:
             test = heldout_split(mask, split_seed(name, seed))
             mats = training_matrices(values, mask, test)
