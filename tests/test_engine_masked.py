@@ -119,9 +119,11 @@ def test_sync_path_repeats_and_dask_input(store, reference):
 
 @pytest.fixture(scope="module")
 def process_client():
-    """Two worker processes with a 400 MB memory limit each, which record the largest
+    """Two worker processes with a 600 MB memory limit each, which record the largest
     result of every kind of task (:class:`_LargestResult`); shared by the process path's
-    determinism test and the memory test (one cluster start-up)."""
+    determinism test and the memory test (one cluster start-up). In a fresh environment
+    a worker compiling the kernels holds ~270 MiB before any data (CI, no numba cache):
+    with 400 MB it paused at 80 % and the fit waited forever."""
     import sys
 
     import cloudpickle
@@ -129,7 +131,7 @@ def process_client():
     # the plugin class lives in this test module, which the workers cannot import
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     try:
-        with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="400MB",
+        with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="600MB",
                           dashboard_address=":0") as cluster, \
                 Client(cluster, set_as_default=False) as client:
             client.register_plugin(_LargestResult())
