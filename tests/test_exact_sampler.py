@@ -121,8 +121,8 @@ VARIANTS = {
     "gbtn-metropolis-1": dict(model="gbtn", n_tries=1, acceptance="metropolis"),
     "gbt-annealed": dict(model="gbt", n_tries=1, n_anneal=3, anneal_every=2),
     "gbtn-annealed": dict(model="gbtn", n_tries=2, n_anneal=2, anneal_every=3),
-    "gbt-pivot": dict(model="gbt", n_tries=1, n_pivot=4, n_anneal=0, n_iter=4000),
-    "gbtn-pivot": dict(model="gbtn", n_tries=1, n_pivot=4, n_anneal=0, n_iter=5000),
+    "gbt-pivot": dict(model="gbt", n_tries=1, n_pivot=4, n_anneal=0, n_iter=3000),
+    "gbtn-pivot": dict(model="gbtn", n_tries=1, n_pivot=4, n_anneal=0, n_iter=3000),
 }
 
 
@@ -248,7 +248,7 @@ def test_draw_sigma2_shape_matters():
 # The pivot swap (kernels/pivot.py) has planted bugs of its own: each term of its ratio
 # must matter on a problem whose W rows are strongly dependent (A_corr).
 PIVOT_RUN = dict(model="gbt", n_tries=1, acceptance="barker", n_pivot=4, n_anneal=0,
-                 n_iter=3000)  # bugs at |z| 11-25, the correct chain at 1.9
+                 n_iter=1500)  # bugs at |z| 9.2-16.5, the correct chain at 1.95
 
 
 def _planted_pivot(monkeypatch, bug):
