@@ -201,8 +201,9 @@ def pivot_block(G, H, W, Mu, Tau, priors, k, d, gs, ss, hs, forward, gnew, crow,
 
 
 @njit(nogil=True, cache=True)
-def _ghk_draw(gen, m, L, a, b, out):
-    # coordinate i from N(m_i + sum_{j<i} L_ij eta_j, L_ii^2) truncated to [a, b]
+def _ghk(gen, m, L, a, b, w, draw):
+    # coordinate i from N(m_i + sum_{j<i} L_ij eta_j, L_ii^2) truncated to [a, b], drawn
+    # into w (``draw``) or read from it (the reverse move); returns sum_i log Z_i
     K = m.size
     eta = np.zeros(K)
     logz = 0.0
@@ -212,26 +213,14 @@ def _ghk_draw(gen, m, L, a, b, out):
             base += L[i, j] * eta[j]
         s = L[i, i]
         logz += _log_mass((a - base) / s, (b - base) / s)
-        x = gtn_draw(gen, base, 1.0 / (s * s), a, b)
-        out[i] = x
-        eta[i] = (x - base) / s
-    return logz
-
-
-@njit(nogil=True, cache=True)
-def _ghk_eval(m, L, a, b, w):
-    # the same masses along a given column (the reverse move)
-    K = m.size
-    eta = np.zeros(K)
-    logz = 0.0
-    for i in range(K):
-        base = m[i]
-        for j in range(i):
-            base += L[i, j] * eta[j]
-        s = L[i, i]
-        logz += _log_mass((a - base) / s, (b - base) / s)
+        if draw:
+            w[i] = gtn_draw(gen, base, 1.0 / (s * s), a, b)
         eta[i] = (w[i] - base) / s
     return logz
+
+
+#: the generator argument of a GHK evaluation, which draws nothing
+_NO_DRAWS = np.random.default_rng(0)
 
 
 def ghk_column(gen, G, h, mu, tau, sigma2, a, b, w=None):
@@ -267,11 +256,10 @@ def ghk_column(gen, G, h, mu, tau, sigma2, a, b, w=None):
     S = 0.5 * (S + S.T)
     L = np.linalg.cholesky(S)
     out = np.empty(K)
-    if w is None:
-        logz = _ghk_draw(gen, m, L, float(a), float(b), out)
-    else:
+    if w is not None:
         out[:] = w
-        logz = _ghk_eval(m, L, float(a), float(b), out)
+    logz = _ghk(_NO_DRAWS if w is not None else gen, m, L, float(a), float(b), out,
+                w is None)
     logdet = 2.0 * float(np.sum(np.log(np.diag(Lc))))
     c = 0.5 * float(m @ rhs) - 0.5 * logdet + K * _HALF_LOG_2PI
     return c + logz, out
