@@ -90,15 +90,22 @@ def log_normal_mass(lo, hi):
     return out
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _slot_term(g, h, mu, tau, inv_s2, a, b):
+    # f(g, h) of one column: log of the integral over w in [a, b] of
+    # exp(-(g w^2 - 2 h w) / 2 s2) N(w; mu, 1/tau), up to factors equal for every basis
+    P = g * inv_s2 + tau
+    lin = h * inv_s2 + tau * mu
+    m = lin / P
+    sp = math.sqrt(P)
+    return 0.5 * lin * m - 0.5 * math.log(P) + _log_mass(sp * (a - m), sp * (b - m))
+
+
 @njit(nogil=True, cache=True, error_model="numpy")
 def _marginal(g, h, mu, tau, inv_s2, a, b):
     total = 0.0
     for n in range(h.size):
-        P = g[n] * inv_s2 + tau[n]
-        lin = h[n] * inv_s2 + tau[n] * mu[n]
-        m = lin / P
-        sp = math.sqrt(P)
-        total += 0.5 * lin * m - 0.5 * math.log(P) + _log_mass(sp * (a - m), sp * (b - m))
+        total += _slot_term(g[n], h[n], mu[n], tau[n], inv_s2, a, b)
     return total
 
 

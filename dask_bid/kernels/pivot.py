@@ -34,28 +34,13 @@ Everything here is one column block or one column: the engine adds the blocks' s
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
-from .collapsed import _log_mass
+from .collapsed import _HALF_LOG_2PI, _log_mass, _slot_term
 from .truncnorm import gtn_draw
 
 __all__ = ["pivot_block", "ghk_column"]
-
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _slot_f(g, h, mu, tau, inv_s2, a, b):
-    # log of the integral over w in [a, b] of exp(-(g w^2 - 2 h w) / 2 s2) N(w; mu, 1/tau)
-    # up to factors that are the same for every basis (collapsed.py's f)
-    P = g * inv_s2 + tau
-    lin = h * inv_s2 + tau * mu
-    m = lin / P
-    sp = math.sqrt(P)
-    return 0.5 * lin * m - 0.5 * math.log(P) + _log_mass(sp * (a - m), sp * (b - m))
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
@@ -126,8 +111,8 @@ def _pivot_block(G, H, W, GW, Mu, Tau, hier, mu0, tau0, k, d, gs, ss, hs, forwar
         lin1 = lin0 + sm * dh
         muk = Mu[k, n] if hier else mu0
         tauk = Tau[k, n] if hier else tau0
-        l0 = 0.5 * (2.0 * lin0 - q0) * inv_s2 + _slot_f(G[k, k], hk, muk, tauk, inv_s2, a, b)
-        l1 = 0.5 * (2.0 * lin1 - q1) * inv_s2 + _slot_f(squ, hnew, muk, tauk, inv_s2, a, b)
+        l0 = 0.5 * (2.0 * lin0 - q0) * inv_s2 + _slot_term(G[k, k], hk, muk, tauk, inv_s2, a, b)
+        l1 = 0.5 * (2.0 * lin1 - q1) * inv_s2 + _slot_term(squ, hnew, muk, tauk, inv_s2, a, b)
         total += (l1 + pri1) - (l0 + pri0)
         if write:
             for i in range(K):
