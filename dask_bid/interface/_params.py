@@ -64,6 +64,19 @@ def _int(name, value, low, high=None, hint=""):
     return value
 
 
+def _warmup(name, value, auto, burn_in, hint, why):
+    # a warm-up length: an integer >= 0 or "auto", within the (discarded) burn-in
+    if isinstance(value, str) and value.lower() == "auto":
+        n = auto
+    else:
+        n = _int(name, value, 0, hint=hint)
+    if n > burn_in:
+        raise ParameterError(
+            f"{name} ({n}) must not exceed burn_in ({burn_in}): {why} and must be "
+            f"discarded. Lower {name} or raise burn_in.")
+    return n
+
+
 def _choice(name, value, choices, extra=""):
     # string options are case-insensitive ("GBT" is "gbt"); returned lower-cased
     v = value.lower() if isinstance(value, str) else value
@@ -148,31 +161,18 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
                                "0 for none.")
     out["anneal_every"] = _int("anneal_every", p["anneal_every"], 1,
                                hint=" It is how often (in iterations) an annealed swap runs.")
-    if isinstance(p["search_warmup"], str) and p["search_warmup"].lower() == "auto":
-        out["search_warmup"] = out["burn_in"] // 2
-    else:
-        out["search_warmup"] = _int(
-            "search_warmup", p["search_warmup"], 0,
-            hint=" It is the number of burn-in iterations run by the least-squares search "
-                 "before the sampler, or 'auto' (half the burn-in); 0 for none.")
-    if out["search_warmup"] > out["burn_in"]:
-        raise ParameterError(
-            f"search_warmup ({out['search_warmup']}) must not exceed burn_in "
-            f"({out['burn_in']}): the search's iterations are not posterior draws and must "
-            "be discarded. Lower search_warmup or raise burn_in.")
-    if isinstance(p.get("tempered_warmup"), str) and p["tempered_warmup"].lower() == "auto":
-        # the search warm-up, when asked for, takes the place of the default one
-        out["tempered_warmup"] = 0 if out["search_warmup"] else (3 * out["burn_in"]) // 4
-    else:
-        out["tempered_warmup"] = _int(
-            "tempered_warmup", p.get("tempered_warmup", 0), 0,
-            hint=" It is the number of burn-in iterations whose swaps run at a falling "
-                 "temperature, or 'auto' (three quarters of the burn-in); 0 for none.")
-    if out["tempered_warmup"] > out["burn_in"]:
-        raise ParameterError(
-            f"tempered_warmup ({out['tempered_warmup']}) must not exceed burn_in "
-            f"({out['burn_in']}): tempered iterations are not posterior draws and must be "
-            "discarded. Lower tempered_warmup or raise burn_in.")
+    out["search_warmup"] = _warmup(
+        "search_warmup", p["search_warmup"], out["burn_in"] // 2, out["burn_in"],
+        " It is the number of burn-in iterations run by the least-squares search before "
+        "the sampler, or 'auto' (half the burn-in); 0 for none.",
+        "the search's iterations are not posterior draws")
+    # the search warm-up, when asked for, takes the place of the default tempered one
+    out["tempered_warmup"] = _warmup(
+        "tempered_warmup", p.get("tempered_warmup", 0),
+        0 if out["search_warmup"] else (3 * out["burn_in"]) // 4, out["burn_in"],
+        " It is the number of burn-in iterations whose swaps run at a falling "
+        "temperature, or 'auto' (three quarters of the burn-in); 0 for none.",
+        "tempered iterations are not posterior draws")
     if out["tempered_warmup"] and out["search_warmup"]:
         raise ParameterError(
             "search_warmup and tempered_warmup are two warm-ups for the same purpose; "
