@@ -422,8 +422,8 @@ def _in_span(G, k, gcol, squ, rtol=1e-8):
 
 
 def _pivot_geometry(G, k, gcol, squ, p, u):
-    """The pivot map of slot k: p -> u (kernels/pivot.py). Returns (gnew, forward, d,
-    gs, ss, log|det|), or None where the map is degenerate (then the attempt is
+    """The pivot map of slot k: p -> u (kernels/pivot.py). Returns (gnew, G', forward,
+    d, gs, ss, log|det|), or None where the map is degenerate (then the attempt is
     rejected, from either end, since both see the same source and target)."""
     G2, gnew = proposal_gram(G, k, gcol, squ)
     forward = p < u  # the source basis holds the smaller column index in slot k
@@ -465,17 +465,21 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
             atts.append((k, u))
         _ensure_rows(backend, cfg, entropy, chain, st, sorted({u for _, u in atts}), st.J)
         cols = backend.columns([u for _, u in atts])
-        geo, sent = [], []
+        # per attempt: None (rejected before scoring) or (its index in ``sent``, G', log|det|)
+        plan, sent = [], []
         for (k, u), (gcol, squ) in zip(atts, cols, strict=True):
             p = int(st.J[k])
             gm = None if cfg.avoid_degenerate and _in_span(st.G, k, gcol, squ) else \
                 _pivot_geometry(st.G, k, gcol, squ, p, u)
-            geo.append(gm)
-            if gm is not None:
-                gnew, _, forward, d, gs, ss, _ = gm
-                sent.append(PivotAttempt(k=k, p=p, u=int(u), d=d, gs=gs, ss=ss,
-                                         forward=forward, gnew=gnew, squ=float(squ),
-                                         sub=done + len(sent)))
+            if gm is None:
+                plan.append(None)
+                continue
+            gnew, G2, forward, d, gs, ss, logdet = gm
+            plan.append((len(sent), G2, logdet))
+            # the attempt's random stream: unique among the attempts applied in this
+            # iteration, which is all that draws from it
+            sent.append(PivotAttempt(k=k, p=p, u=int(u), d=d, gs=gs, ss=ss, forward=forward,
+                                     gnew=gnew, squ=float(squ), sub=done + len(sent)))
         ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=pri,
                           sigma2=st.sigma2, G=st.G, J=st.J, pivot=tuple(sent))
         totals = np.zeros(len(sent))
@@ -484,21 +488,19 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
             for tot, part in backend.map(block_pivot_score, ctx):
                 totals += tot
                 info.update(part)
-        i_sent = -1
         took = False
-        for (k, u), gm, (gcol, squ) in zip(atts, geo, cols, strict=True):
+        for (k, u), planned, (gcol, squ) in zip(atts, plan, cols, strict=True):
             done += 1
-            if gm is None:
+            if planned is None:
                 continue
-            i_sent += 1
-            if not np.isfinite(totals[i_sent]):
+            i, G2, logdet = planned
+            if not np.isfinite(totals[i]):
                 continue
-            gnew, G2, forward, d, gs, ss, logdet = gm
-            att = sent[i_sent]
-            log_a = totals[i_sent] + (n_cols - 2) * (logdet if forward else -logdet)
+            att = sent[i]
+            log_a = totals[i] + (n_cols - 2) * (logdet if att.forward else -logdet)
             w_new = []
             for c in (att.p, att.u):
-                h, w, cu, mu, tau = info[(i_sent, c)]
+                h, w, cu, mu, tau = info[(i, c)]
                 mu = pri.mu if mu is None else mu
                 tau = pri.tau if tau is None else tau
                 old, _ = ghk_column(None, st.G, h, mu, tau, st.sigma2, pri.a, pri.b, w=w)
