@@ -219,24 +219,6 @@ def _planted(monkeypatch, bug):
 PLANTED_RUN = dict(model="gbt", n_tries="all", acceptance="barker", n_iter=6000)
 
 
-def test_correct_chain_passes_on_the_planted_bug_problem(A_corr):
-    """The baseline of the planted-bug tests: the same run without a bug passes."""
-    p = params(**PLANTED_RUN)
-    dJ, ds2, dW = run(A_corr, p)
-    z, mean, target = z_scores(A_corr, p, dJ, ds2, dW)
-    assert np.abs(z).max() <= Z_MAX, np.round(z, 2)
-
-
-@pytest.mark.parametrize("bug", ["barker_flip", "no_logdet", "prior_row", "sigma2_shape"])
-def test_planted_bug_is_caught(A_corr, monkeypatch, bug):
-    # every column a candidate: the most swaps per iteration, so every bug bites
-    p = params(**PLANTED_RUN)
-    _planted(monkeypatch, bug)
-    dJ, ds2, dW = run(A_corr, p)
-    z, mean, target = z_scores(A_corr, p, dJ, ds2, dW)
-    assert np.abs(z).max() > Z_MAX, (bug, np.round(z, 2))
-
-
 def test_draw_sigma2_shape_matters():
     """The planted sigma^2 bug changes the draw by more than the tests' resolution (a
     guard that the bug above is a real change): with MN = 30 the shape falls from
@@ -284,17 +266,30 @@ def _planted_pivot(monkeypatch, bug):
         monkeypatch.setattr(chain_mod, "_pivot_geometry", geometry)
 
 
-def test_pivot_chain_passes_on_the_planted_bug_problem(A_corr):
-    p = params(**PIVOT_RUN)
+#: the planted-bug runs: each move's run, its bugs and how to plant them
+PLANTED = {
+    # every column a candidate: the most swaps per iteration, so every bug bites
+    "collapsed": (PLANTED_RUN, ["barker_flip", "no_logdet", "prior_row", "sigma2_shape"],
+                  _planted),
+    "pivot": (PIVOT_RUN, ["no_jacobian", "no_ghk_weight", "no_map"], _planted_pivot),
+}
+
+
+@pytest.mark.parametrize("move", list(PLANTED))
+def test_correct_chain_passes_on_the_planted_bug_problem(A_corr, move):
+    """The baseline of the planted-bug tests: the same run without a bug passes."""
+    p = params(**PLANTED[move][0])
     dJ, ds2, dW = run(A_corr, p)
     z, mean, target = z_scores(A_corr, p, dJ, ds2, dW)
     assert np.abs(z).max() <= Z_MAX, np.round(z, 2)
 
 
-@pytest.mark.parametrize("bug", ["no_jacobian", "no_ghk_weight", "no_map"])
-def test_pivot_planted_bug_is_caught(A_corr, monkeypatch, bug):
-    p = params(**PIVOT_RUN)
-    _planted_pivot(monkeypatch, bug)
+@pytest.mark.parametrize("move,bug", [(m, b) for m, (_, bugs, _) in PLANTED.items()
+                                      for b in bugs])
+def test_planted_bug_is_caught(A_corr, monkeypatch, move, bug):
+    kw, _, plant = PLANTED[move]
+    p = params(**kw)
+    plant(monkeypatch, bug)
     dJ, ds2, dW = run(A_corr, p)
     z, mean, target = z_scores(A_corr, p, dJ, ds2, dW)
     assert np.abs(z).max() > Z_MAX, (bug, np.round(z, 2))
