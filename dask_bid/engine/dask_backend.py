@@ -725,30 +725,32 @@ class DaskBackend:
 
         for attempt in range(3):
             try:
-                return self._sse(columns, W), None
+                return self._direct_sse(columns, W)
             except RECOVERABLE_ERRORS:
                 # a worker holding a scattered slice of W died: send it again
                 if attempt == 2:
                     raise
 
-    def _sse(self, columns, W):
+    def _direct_sse(self, columns, W):
+        return float(self._stream_sse(columns, W, _sse_part, _sum_floats)), None
+
+    def _stream_sse(self, columns, W, part_fn, combine):
+        """One streaming pass: ``part_fn`` of every tile, summed by ``combine`` in the
+        fixed tree (row tile, then column group order)."""
         import dask
 
         lay = self.layout
         cols = [int(c) for c in columns]
         gathers = self._gathers(cols)
         c_local = cols if len(lay.groups) == 1 else None
-        part = dask.delayed(_sse_part, pure=True)
+        part = dask.delayed(part_fn, pure=True)
         # W's slices are scattered (one message) rather than embedded in the graph: K x N
         # can be large, and the graph goes through the scheduler
         Ws = self.ex.scatter([np.ascontiguousarray(W[:, c0:c1]) for c0, c1 in lay.groups])
-        parts = []
-        for g in range(len(lay.groups)):
-            for r in range(len(lay.row_tiles)):
-                parts.append((r, g, part(self.source.tile(r, g), gathers[r], c_local, Ws[g])))
-        parts.sort(key=lambda x: (x[0], x[1]))
-        total = _tree([p for _, _, p in parts], _sum_floats)
-        return float(self.ex.gather(self.ex.compute([total]))[0])
+        parts = [part(self.source.tile(r, g), gathers[r], c_local, Ws[g])
+                 for r in range(len(lay.row_tiles)) for g in range(len(lay.groups))]
+        total = _tree(parts, combine)
+        return self.ex.gather(self.ex.compute([total]))[0]
 
     def checksum_pass(self):
         """The input's checksum (engine/fingerprint.py) from a read of every tile.
@@ -1063,27 +1065,7 @@ class MaskedDaskBackend(DaskBackend):
         directly from A in one pass (as MaskedMemoryBackend.sse)."""
         return self.sse(columns, W)
 
-    def sse(self, columns, W, mask=None):
-        from .cluster import RECOVERABLE_ERRORS
-
-        for attempt in range(3):
-            try:
-                return self._masked_sse(columns, W)
-            except RECOVERABLE_ERRORS:
-                if attempt == 2:
-                    raise
-
-    def _masked_sse(self, columns, W):
-        import dask
-
-        lay = self.layout
-        cols = [int(c) for c in columns]
-        gathers = self._gathers(cols)
-        c_local = cols if len(lay.groups) == 1 else None
-        part = dask.delayed(_masked_sse_part, pure=True)
-        Ws = self.ex.scatter([np.ascontiguousarray(W[:, c0:c1]) for c0, c1 in lay.groups])
-        parts = [part(self.source.tile(r, g), gathers[r], c_local, Ws[g])
-                 for r in range(len(lay.row_tiles)) for g in range(len(lay.groups))]
-        total = _tree(parts, _sum_arrays)
-        out = self.ex.gather(self.ex.compute([total]))[0]
+    def _direct_sse(self, columns, W):
+        # (SSE with the missing entries as 0, SSE over the observed ones)
+        out = self._stream_sse(columns, W, _masked_sse_part, _sum_arrays)
         return float(out[0]), float(out[1])
