@@ -985,6 +985,13 @@ class MaskedDaskBackend(DaskBackend):
     results go from the tile tasks to the block's worker, never to the client.
     """
 
+    #: the tile tasks of the passes; a subclass reading another input layout (the sparse
+    #: backend, engine/sparse_backend.py) supplies its own with the same results
+    _init_part = staticmethod(_masked_init_part)
+    _rows_part = staticmethod(_masked_rows_part)
+    _swap_part = staticmethod(_swap_rows_part)
+    _sse_part = staticmethod(_masked_sse_part)
+
     def __init__(self, source: TileSource, executor, **kwargs):
         super().__init__(source, executor, **kwargs)
         self.n_swap_passes = 0
@@ -998,7 +1005,7 @@ class MaskedDaskBackend(DaskBackend):
         K = len(J)
         extra = tuple(int(c) for c in extra)
         hashed = self.want_checksum
-        totals = self._group_totals(partial(_masked_init_part, K=K), _sum_masked_init,
+        totals = self._group_totals(partial(self._init_part, K=K), _sum_masked_init,
                                     J + list(extra), hashed=hashed)
         bad = dask.delayed(_count_masked_bad, pure=True)(totals)
         handles = self.ex.compute(self._per_block(totals, _assemble_masked_init) + [bad])
@@ -1033,7 +1040,7 @@ class MaskedDaskBackend(DaskBackend):
 
     def add_rows(self, cols, max_rows):
         cols = [int(c) for c in cols]
-        totals = self._group_totals(_masked_rows_part, _sum_arrays, cols)
+        totals = self._group_totals(self._rows_part, _sum_arrays, cols)
         rows = self.ex.compute(self._per_block(totals, _assemble_rows))
         self._n += 1
         self._held = [self.ex.submit(_add_rows, h, tuple(cols), rows[b], int(max_rows),
@@ -1043,7 +1050,7 @@ class MaskedDaskBackend(DaskBackend):
     def _set_swap_rows(self, J, incoming, p, collapsed):
         """One pass: every block gets the new Gram rows of the pending swap."""
         J = [int(j) for j in J]
-        part = partial(_swap_rows_part, K=len(J), p=int(p), collapsed=bool(collapsed))
+        part = partial(self._swap_part, K=len(J), p=int(p), collapsed=bool(collapsed))
         totals = self._group_totals(part, _sum_arrays, J + [int(u) for u in incoming])
         rows = self.ex.compute(self._per_block(totals, _assemble_last))
         self.n_swap_passes += 1
@@ -1067,5 +1074,5 @@ class MaskedDaskBackend(DaskBackend):
 
     def _direct_sse(self, columns, W):
         # (SSE with the missing entries as 0, SSE over the observed ones)
-        out = self._stream_sse(columns, W, _masked_sse_part, _sum_arrays)
+        out = self._stream_sse(columns, W, self._sse_part, _sum_arrays)
         return float(out[0]), float(out[1])

@@ -87,6 +87,8 @@ def _check_engine_kwargs(out, overwrite, resume, checkpoint_every, chunks, callb
 
 def _input_chunks(src):
     M, N = src.shape
+    if src.kind == "sparse":  # rows: C's chunks (M x K, dense); columns: the store's blocks
+        return src.in_chunks
     if src.kind == "zarr":
         rc, cc = src.array.chunks
     elif src.kind == "dask":
@@ -286,10 +288,15 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
                         allow_missing_chunks=bool(allow_missing_chunks))
     M, N = src.shape
     K = p["n_components"]
+    if src.kind == "sparse" and not _masked(p):
+        raise ParameterError("a sparse input's entries that are not stored are unobserved, "
+                             "not zero: pass missing='mask' (to fit zeros, densify it "
+                             "first: X.toarray()).")
+    in_path = src.path if src.kind in ("zarr", "sparse") else None
     if resume and out is None:
         raise ParameterError("resume=True needs out=, the output group holding the checkpoints.")
     if out is not None:  # refusals of the output location first: they read nothing
-        check_output_location(out, input_path=src.path if src.kind == "zarr" else None,
+        check_output_location(out, input_path=in_path,
                               overwrite=overwrite, resume=resume,
                               storage_options=storage_options)
     # listing the store is cheap next to a pass, and nothing is created before it
@@ -297,8 +304,14 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
     given = p["random_state"]
     entropy_given = None if given is None else root_entropy(given)
     in_chunks = _input_chunks(src)
-    layout = plan_layout((M, N), in_chunks, K, block_size=p["block_size"], chunks=chunks,
-                         masked=_masked(p))
+    if src.kind == "sparse":
+        from .sparse_backend import plan_sparse_layout
+
+        layout = plan_sparse_layout(src.array.column_counts(), (M, N), K,
+                                    block_size=p["block_size"], chunks=chunks)
+    else:
+        layout = plan_layout((M, N), in_chunks, K, block_size=p["block_size"], chunks=chunks,
+                             masked=_masked(p))
     params_cmp = {k: v for k, v in p.items() if k not in _NOT_COMPARED}
     meta = {"params": jsonable(params_cmp), "input_shape": [M, N],
             "layout": layout.describe(), "n_chains": p["n_chains"],
@@ -313,8 +326,8 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         group, existing = (None, False)
         if out is not None:
             group, existing = prepare_output(
-                out, input_path=src.path if src.kind == "zarr" else None,
-                overwrite=overwrite, resume=resume, storage_options=storage_options)
+                out, input_path=in_path, overwrite=overwrite, resume=resume,
+                storage_options=storage_options)
         run = _Fit(src, p, meta, layout, group, existing, entropy_given, client=client,
                    out=out, storage_options=storage_options,
                    checkpoint_every=int(checkpoint_every), callback=callback,
@@ -481,10 +494,18 @@ class _Fit:
         masked = _masked(p)
         # a Zarr input read with an explicit mask: its view (NaN where unobserved)
         base = src.to_dask() if masked and src.kind == "zarr" else src.array
-        A0 = base if not scale else scale_array(base, scale)
-        if masked:
-            A0 = _zero_filled(A0)
-        Backend = MaskedDaskBackend if masked else DaskBackend
+        A0 = base if not scale or src.kind == "sparse" else scale_array(base, scale)
+        if src.kind == "sparse":
+            # the interface's initial_columns reads a sparse input itself (a sketch of
+            # its observed entries); nothing dense is built
+            from .sparse_backend import SparseDaskBackend, SparseTileSource
+
+            A0, Backend, Source = src, SparseDaskBackend, SparseTileSource
+        else:
+            if masked:
+                A0 = _zero_filled(A0)
+            Backend = MaskedDaskBackend if masked else DaskBackend
+            Source = TileSource
         backends = []
         source = None
         try:
@@ -492,7 +513,7 @@ class _Fit:
                 current = (ex.client.as_current() if ex.is_distributed
                            else contextlib.nullcontext())
                 with current:
-                    source = TileSource(src, layout, ex, scale_log2=scale)
+                    source = Source(src, layout, ex, scale_log2=scale)
                     ckpt = Checkpointer(spec)
                     if not self.existing:
                         ckpt.remove_all()  # a first attempt's, when rescaled
@@ -526,7 +547,7 @@ class _Fit:
                     res.n_recoveries = sum(r.n_recoveries for r in runners)
                     unscale_result(check_finite_result(res), scale)
                     if group is not None:
-                        if scale:
+                        if scale and src.kind != "sparse":
                             _write_C_direct(group, src, res.columns, layout)
                         else:
                             _write_C(group, backends[0], res.columns, layout, src)
@@ -535,6 +556,10 @@ class _Fit:
                                      extra_attrs={"status": "complete"})
                         ckpt.remove_all()
                         res.C = da.from_zarr(group["C"])
+                    elif src.kind == "sparse":  # dense, NaN where unobserved
+                        from .sparse_backend import dense_columns
+
+                        res.C = dense_columns(src.array, res.columns)
                     elif src.kind == "zarr" and getattr(src, "mask", None) is not None:
                         res.C = src.to_dask()[:, res.columns]  # NaN where unobserved
                     elif src.kind == "zarr":

@@ -1,7 +1,8 @@
 """Turn what a user passes as "A" into something the engine can read.
 
 Accepted: a numpy array, a dask array, a ``zarr.Array``, or a path / URL to a
-Zarr array. Nothing here reads the data beyond metadata: the checks that need
+Zarr array; and sparse input (a ``scipy.sparse`` matrix or a sparse store,
+engine/sparse_store.py). Nothing here reads the data beyond metadata: the checks that need
 values (finiteness) are done by the callers in one streaming pass.
 """
 
@@ -348,6 +349,12 @@ def as_matrix_source(A, *, storage_options=None) -> MatrixSource:
     """
     import zarr
 
+    from .sparse_store import as_sparse_source
+
+    # a scipy.sparse matrix or a sparse store (engine/sparse_store.py): kind "sparse"
+    sparse = as_sparse_source(A, storage_options=storage_options)
+    if sparse is not None:
+        return sparse
     path = None
     if isinstance(A, (str, os.PathLike)):
         path = os.fspath(A)

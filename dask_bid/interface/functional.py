@@ -53,6 +53,11 @@ def _initial_columns(A, p, entropy, chain):
         return np.sort(np.asarray(init, dtype=np.int64))
     if init == "random":
         return None
+    if getattr(A, "kind", None) == "sparse":  # a sketch of the observed entries only
+        from ..baselines._sparse import sparse_select_columns
+
+        seed = np.random.SeedSequence(entropy, spawn_key=(chain, 0, 0, 99))
+        return sparse_select_columns(A, K, init, np.random.default_rng(seed))
     if init == "auto":
         # the deterministic pivoted QR needs an N x N triangular factor (2 M N^2 flops):
         # worth it while that is cheap, beyond it the sketch (one pass over A)
@@ -92,7 +97,10 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     A : array-like (M, N)
         A numpy array (in memory), or a dask array, Zarr array or path / URL of a Zarr
         array: those, and numpy input with ``client=`` or ``out=``, go through the Dask
-        engine (:func:`dask_bid.engine.fit_dask`).
+        engine (:func:`dask_bid.engine.fit_dask`). Sparse input, with
+        ``missing="mask"`` (its unstored entries are unobserved): a ``scipy.sparse``
+        matrix (any format; in this process unless ``client=`` is given or a client is
+        current) or the path of a sparse store (docs/sparse.md).
     n_components : int
         K, the number of columns kept.
     **kwargs
@@ -124,6 +132,8 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     p = validate_params(p, n_cols=src.shape[1])
     masked = p["missing"] == "mask"
     mask = engine_kw.pop("mask", None)
+    if src.kind == "sparse":
+        _sparse_engine_kw(src, p, mask, engine_kw)
     if mask is not None:
         if not masked:
             raise ParameterError("mask= marks the observed entries, which only "
@@ -165,6 +175,25 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     # values near 1e200 or 1e-200 are fitted as X / 2^e (engine/scaling.py)
     return fit_scaled_in_memory(X, p, lambda X, p: _fit_memory(
         X, p, callback=engine_kw.get("callback")))
+
+
+def _sparse_engine_kw(src, p, mask, engine_kw):
+    """Checks of a sparse input (docs/sparse.md); an in-memory ``scipy.sparse`` matrix
+    without ``client=`` runs in this process (the current client if there is one)."""
+    # missing="zero" is refused by the engine (fit_dask), which every sparse fit reaches
+    if mask is not None:
+        raise ParameterError("mask= does not apply to a sparse input: its stored entries are "
+                             "the observed ones. Drop mask=.")
+    if isinstance(p["init"], str) and p["init"] == "cpqr":
+        raise ParameterError("init='cpqr' needs the dense matrix; a sparse input starts from "
+                             "init='sketch' (what init='auto' picks for it) or 'random'.")
+    if src.path is None and engine_kw.get("client") is None:
+        try:
+            from distributed import Client
+
+            Client.current()
+        except ValueError:
+            engine_kw["client"] = "synchronous"
 
 
 def _fit_memory(X, p, mask=None, callback=None) -> BIDResult:
