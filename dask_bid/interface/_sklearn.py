@@ -27,17 +27,21 @@ __all__ = ["refuse_sparse", "feature_names", "set_feature_names", "check_feature
 SCORE_BLOCK_ROWS = 4096
 
 
-def refuse_sparse(A):
+def refuse_sparse(A, *, mask_hint=False):
     """Raise ``InputDTypeError`` for a scipy.sparse matrix or array.
 
     ``np.asarray`` would wrap it in a 0-D object array and the error would talk about
     dimensions; the ID needs every entry (``A[:, J]`` and the Gram matrix are dense).
+    ``mask_hint``: the estimator fits sparse input with ``missing="mask"`` (its stored
+    entries are the observed ones, docs/sparse.md); the message says so.
     """
     if type(A).__module__.startswith("scipy.sparse"):
+        hint = (" with missing='zero' (its unstored entries are unobserved, not zeros): pass "
+                "missing='mask' to fit its stored entries," if mask_hint else ":")
         raise InputDTypeError(
-            f"A is a scipy.sparse {type(A).__name__}; sparse input is not supported: the ID "
-            "reads every entry. Pass a dense matrix (`A.toarray()`), or a dask / Zarr array "
-            "for a matrix larger than memory.")
+            f"A is a scipy.sparse {type(A).__name__}; sparse input is not supported{hint} the "
+            "ID reads every entry. Pass a dense matrix (`A.toarray()`), or a dask / Zarr "
+            "array for a matrix larger than memory.")
 
 
 def feature_names(A):

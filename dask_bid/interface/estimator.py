@@ -307,6 +307,9 @@ class BayesianID:
             path or fsspec URL of a Zarr array ("A.zarr", "s3://bucket/A.zarr", with
             ``storage_options`` for credentials), fitted out of core by streaming row
             tiles through the Dask engine. A Zarr group is refused, naming its arrays.
+            With ``missing="mask"`` also sparse input: a ``scipy.sparse`` matrix or the
+            path of a sparse store, whose stored entries are the observed ones
+            (docs/sparse.md).
         y : ignored
         **fit_kwargs
             Engine options: ``client``, ``out``, ``overwrite``, ``resume``,
@@ -318,7 +321,8 @@ class BayesianID:
         -------
         self
         """
-        refuse_sparse(A)
+        if self.missing != "mask":  # missing="mask" fits sparse input (docs/sparse.md)
+            refuse_sparse(A, mask_hint=True)
         names = feature_names(A)
         params = self.get_params()
         K = params.pop("n_components")

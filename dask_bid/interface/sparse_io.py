@@ -1,0 +1,416 @@
+"""Converting to a sparse store (docs/sparse.md): (row, column, value) triplet files and
+``scipy.sparse`` matrices, once, with a progress bar.
+
+A triplet file (CSV, TSV, whitespace-separated text, or Parquet with the ``[parquet]``
+extra) is streamed twice and never held whole: the first pass counts the entries of every
+column (and checks every line), the second sends each entry to a temporary bucket file
+of its column block; each bucket is then sorted by (column, row), checked for duplicates
+and written as that block's arrays. Memory: one chunk of lines plus the largest column
+block's entries (at most a few million by default), never the dense matrix.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._errors import InputShapeError, NonFiniteInputError, ParameterError, StoreNotFoundError
+from ..engine.sparse_store import (
+    create_sparse_group,
+    default_block_edges,
+    finish_group,
+    open_sparse,
+    write_block,
+    write_sparse_blocks,
+)
+
+__all__ = ["convert_triplets", "convert_sparse", "scan_triplets", "TripletScan",
+           "TRIPLET_SUFFIXES"]
+
+#: Files read as triplets, and their default separators (None: any whitespace).
+TRIPLET_SUFFIXES = {".csv": ",", ".tsv": "\t", ".txt": None, ".parquet": None}
+#: Lines parsed at once.
+LINES_PER_CHUNK = 2**18
+#: Column blocks (bucket files open at once) at most.
+MAX_BLOCKS = 256
+_REC = np.dtype([("r", "<i8"), ("c", "<i8"), ("v", "<f8")])
+
+
+@dataclass
+class TripletScan:
+    """What the first pass over a triplet file found."""
+
+    path: str
+    shape: tuple
+    nnz: int
+    n_nan: int
+    header: bool
+    counts: np.ndarray = field(repr=False)
+    n_lines: int = 0
+
+    @property
+    def fraction(self) -> float:
+        return self.nnz / float(self.shape[0] * self.shape[1])
+
+
+def _suffix(path):
+    return os.path.splitext(os.fspath(path))[1].lower()
+
+
+def _progress(total, desc, unit, quiet):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, disable=quiet,
+                leave=False)
+
+
+def _where(path, line):
+    return f"{os.path.basename(path)}, line {line}"
+
+
+def _parse_fields(text, sep, columns):
+    parts = text.split(sep) if sep is not None else text.split()
+    try:
+        return [float(parts[c]) for c in columns]
+    except (IndexError, ValueError):
+        return None
+
+
+def _text_chunks(path, sep, columns, header, quiet):
+    """Yield (line numbers, rows, cols, values as float64) per chunk of data lines;
+    the first line is a header when ``header`` is True, or when "auto" and its fields
+    are not numbers. Comment lines (#) and blank lines are skipped."""
+    size = os.path.getsize(path)
+    bar = _progress(size, f"reading {os.path.basename(path)}", "B", quiet)
+    ncol = max(columns) + 1
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            nums, lines = [], []
+            first = True
+            for lineno, text in enumerate(fh, start=1):
+                bar.update(len(text))
+                s = text.strip()
+                if not s or s.startswith("#"):
+                    continue
+                if first:
+                    first = False
+                    is_header = header is True or (
+                        header == "auto" and _parse_fields(s, sep, columns) is None)
+                    if is_header:
+                        continue
+                nums.append(lineno)
+                lines.append(s)
+                if len(lines) >= LINES_PER_CHUNK:
+                    yield _parse_chunk(path, nums, lines, sep, columns, ncol)
+                    nums, lines = [], []
+            if lines:
+                yield _parse_chunk(path, nums, lines, sep, columns, ncol)
+    finally:
+        bar.close()
+
+
+def _parse_chunk(path, nums, lines, sep, columns, ncol):
+    try:
+        arr = np.loadtxt(lines, delimiter=sep, usecols=columns, dtype=np.float64, ndmin=2,
+                         comments=None)
+    except ValueError:
+        for n, s in zip(nums, lines, strict=True):
+            if _parse_fields(s, sep, columns) is None:
+                raise InputShapeError(
+                    f"{_where(path, n)}: {s[:60]!r} is not a (row, column, value) triplet of "
+                    f"numbers in fields {[c + 1 for c in columns]}"
+                    f"{'' if sep is None else f' separated by {sep!r}'}; fix the line, or "
+                    "give the separator and columns (sep=, columns=).") from None
+        raise
+    return np.asarray(nums, dtype=np.int64), arr[:, 0], arr[:, 1], arr[:, 2]
+
+
+def _parquet_chunks(path, columns, quiet):
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ParameterError("reading Parquet needs pyarrow: pip install 'dask_bid[parquet]' "
+                             "(or convert the file to CSV / TSV).") from None
+    f = pq.ParquetFile(path)
+    names = f.schema_arrow.names
+    cols = [names[c] if isinstance(c, int) else c for c in columns]
+    bar = _progress(f.metadata.num_rows, f"reading {os.path.basename(path)}", "row", quiet)
+    start = 1
+    try:
+        for batch in f.iter_batches(batch_size=LINES_PER_CHUNK, columns=cols):
+            arrs = [np.asarray(batch.column(i).to_numpy(zero_copy_only=False),
+                               dtype=np.float64) for i in range(3)]
+            n = len(arrs[0])
+            bar.update(n)
+            yield np.arange(start, start + n, dtype=np.int64), *arrs
+            start += n
+    finally:
+        bar.close()
+
+
+def _chunks(path, sep, columns, header, quiet):
+    if _suffix(path) == ".parquet":
+        return _parquet_chunks(path, columns, quiet)
+    if sep is None:
+        sep = TRIPLET_SUFFIXES.get(_suffix(path))
+    return _text_chunks(path, sep, [int(c) for c in columns], header, quiet)
+
+
+def _checked(path, nums, r, c, v, index_base, shape):
+    """Integer (row, column) in 0-based terms and the values; NaN values dropped."""
+    bad_idx = ~(np.isfinite(r) & np.isfinite(c)) | (r != np.floor(r)) | (c != np.floor(c))
+    if bad_idx.any():
+        k = int(np.flatnonzero(bad_idx)[0])
+        raise InputShapeError(
+            f"{_where(path, nums[k])}: row {float(r[k]):g} and column {float(c[k]):g} must "
+            "be integers (the triplet's first two fields are indices).")
+    ri = r.astype(np.int64) - index_base
+    ci = c.astype(np.int64) - index_base
+    neg = (ri < 0) | (ci < 0)
+    if neg.any():
+        k = int(np.flatnonzero(neg)[0])
+        raise InputShapeError(
+            f"{_where(path, nums[k])}: index {int(min(r[k], c[k]))} is below the first index "
+            f"{index_base}; pass index_base={1 - index_base} (--index-base) if the file "
+            f"counts from {1 - index_base}.")
+    if shape is not None:
+        out = (ri >= shape[0]) | (ci >= shape[1])
+        if out.any():
+            k = int(np.flatnonzero(out)[0])
+            raise InputShapeError(
+                f"{_where(path, nums[k])}: entry (row {int(r[k])}, column {int(c[k])}) lies "
+                f"outside the shape {shape[0]} x {shape[1]} given; give a larger shape, or "
+                "none (the largest indices then set it).")
+    inf = np.isinf(v)
+    if inf.any():
+        k = int(np.flatnonzero(inf)[0])
+        raise NonFiniteInputError(
+            f"{_where(path, nums[k])}: the value is infinite; replace it (a NaN value marks "
+            "an unobserved entry and is left out, infinity is refused).")
+    keep = ~np.isnan(v)
+    return ri[keep], ci[keep], v[keep], int(np.count_nonzero(~keep))
+
+
+def _check_args(path, shape, index_base, columns):
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise StoreNotFoundError(f"no triplet file at {path!r}: the path does not exist.")
+    if index_base not in (0, 1):
+        raise ParameterError(f"index_base must be 0 or 1, got {index_base!r}.")
+    if len(columns) != 3:
+        raise ParameterError(f"columns must name 3 fields (row, column, value), got "
+                             f"{columns!r}.")
+    if shape is not None:
+        shape = tuple(int(s) for s in shape)
+        if len(shape) != 2 or min(shape) < 1:
+            raise ParameterError(f"shape must be (rows, columns), two positive integers, got "
+                                 f"{shape!r}.")
+    return path, shape
+
+
+def scan_triplets(path, *, sep=None, columns=(0, 1, 2), shape=None, index_base=0,
+                  header="auto", quiet=True) -> TripletScan:
+    """The first pass over a triplet file: its shape, observed entries per column, NaN
+    values (dropped) and whether it has a header line; every line is checked."""
+    path, shape = _check_args(path, shape, index_base, columns)
+    counts = np.zeros(0, dtype=np.int64)
+    max_r, n_nan, n_lines, has_header = -1, 0, 0, False
+    for nums, r, c, v in _chunks(path, sep, columns, header, quiet):
+        if n_lines == 0 and nums.size and nums[0] > 1 and _suffix(path) != ".parquet":
+            has_header = _first_data_line_after_header(path, nums[0])
+        n_lines += int(nums.size)
+        ri, ci, v, dropped = _checked(path, nums, r, c, v, index_base, shape)
+        n_nan += dropped
+        if ci.size:
+            bc = np.bincount(ci)
+            if bc.size > counts.size:
+                counts = np.concatenate([counts, np.zeros(bc.size - counts.size, np.int64)])
+            counts[:bc.size] += bc
+            max_r = max(max_r, int(ri.max()))
+    if shape is None:
+        if n_lines == 0:
+            raise InputShapeError(f"{path!r} holds no (row, column, value) triplet.")
+        shape = (max_r + 1, counts.size)
+    counts = np.concatenate([counts, np.zeros(shape[1] - counts.size, np.int64)])
+    return TripletScan(path=path, shape=shape, nnz=int(counts.sum()), n_nan=n_nan,
+                       header=has_header, counts=counts, n_lines=n_lines)
+
+
+def _first_data_line_after_header(path, first_data):
+    """Whether a skipped line before the first data line was a header (not a comment)."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for i, text in enumerate(fh, start=1):
+            if i >= first_data:
+                return False
+            s = text.strip()
+            if s and not s.startswith("#"):
+                return True
+    return False
+
+
+def convert_triplets(path, dst, *, sep=None, columns=(0, 1, 2), shape=None, index_base=0,
+                     header="auto", overwrite=False, quiet=False, block_edges=None):
+    """Convert a (row, column, value) triplet file into a sparse store at ``dst``.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        A ``.csv``, ``.tsv``, ``.txt`` (whitespace) or ``.parquet`` file with one observed
+        entry per line (Parquet: per row); other fields are ignored.
+    dst : str or PathLike
+        The sparse store to write (a Zarr group; docs/sparse.md).
+    sep : str, optional
+        Field separator (default: by suffix: ``,`` for .csv, tab for .tsv, whitespace).
+    columns : 3 ints (or Parquet column names)
+        Fields holding the row, the column and the value (0-based; default the first 3).
+    shape : (M, N), optional
+        Default: the largest indices + 1.
+    index_base : {0, 1}
+        The index of the first row and column in the file (1 for MovieLens).
+    header : {"auto", True, False}
+        "auto": the first line is a header when its fields are not numbers.
+    overwrite : bool
+        Replace an existing ``dst`` that is a sparse store.
+    quiet : bool
+        No progress bars.
+    block_edges : list of int, optional
+        The column blocks (default: about 4 Mi entries and at most 4096 columns each,
+        at most 256 blocks).
+
+    Returns
+    -------
+    SparseSource
+        The written store, opened.
+
+    Notes
+    -----
+    Refused, each with a one-line error naming the line: a field that is not a number, a
+    row or column that is not a non-negative integer (after ``index_base``) or lies
+    outside ``shape``, an infinite value, and a (row, column) given twice (named by its
+    indices). A NaN value marks an unobserved entry: it is left out and counted
+    (``attrs["dask_bid_sparse"]["n_nan_dropped"]``).
+    """
+    path, shape = _check_args(path, shape, index_base, columns)
+    _check_dst(dst, overwrite)
+    scan = scan_triplets(path, sep=sep, columns=columns, shape=shape, index_base=index_base,
+                         header=header, quiet=quiet)
+    M, N = scan.shape
+    counts = scan.counts
+    if block_edges is None:
+        target = max(4 * 2**20, -(-scan.nnz // MAX_BLOCKS))
+        edges = default_block_edges(counts, target=target,
+                                    max_width=max(4096, -(-N // MAX_BLOCKS)))
+    else:
+        edges = [int(e) for e in block_edges]
+    indptr = np.zeros(N + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    parent = os.path.dirname(os.path.abspath(os.fspath(dst))) or "."
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".dask_bid-buckets-", dir=parent)
+    try:
+        _bucket(path, sep, columns, header, index_base, scan.shape, edges, tmp, quiet)
+        _write_buckets(path, dst, scan, edges, indptr, index_base, columns, overwrite, tmp,
+                       quiet)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return open_sparse(dst)
+
+
+def _write_buckets(path, dst, scan, edges, indptr, index_base, columns, overwrite, tmp,
+                   quiet):
+    """The store from the sorted buckets; a store left incomplete by a refusal (a
+    duplicate entry) is removed."""
+    g = None
+    try:
+        g = create_sparse_group(
+            dst, scan.shape, indptr, edges, overwrite=overwrite,
+            source={"kind": "triplets", "path": os.path.abspath(path),
+                    "size": os.path.getsize(path), "index_base": int(index_base),
+                    "columns": [c if isinstance(c, str) else int(c) for c in columns]},
+            extra={"n_nan_dropped": int(scan.n_nan)})
+        bar = _progress(scan.nnz, f"writing {os.path.basename(os.fspath(dst))}", "entry",
+                        quiet)
+        try:
+            for b in range(len(edges) - 1):
+                rows, vals = _sorted_block(path, tmp, b, edges[b], indptr, index_base)
+                write_block(g, b, rows, vals)
+                bar.update(rows.size)
+        finally:
+            bar.close()
+        finish_group(g)
+    except BaseException:
+        if g is not None:
+            shutil.rmtree(os.fspath(dst), ignore_errors=True)
+        raise
+
+
+def _bucket(path, sep, columns, header, index_base, shape, edges, tmp, quiet):
+    """Second pass: every entry appended to the bucket file of its column block."""
+    edges_a = np.asarray(edges, dtype=np.int64)
+    files = [open(os.path.join(tmp, f"b{b:05d}"), "wb") for b in range(len(edges) - 1)]
+    try:
+        for nums, r, c, v in _chunks(path, sep, columns, header, quiet):
+            ri, ci, v, _ = _checked(path, nums, r, c, v, index_base, shape)
+            blk = np.searchsorted(edges_a, ci, side="right") - 1
+            order = np.argsort(blk, kind="stable")
+            blk_sorted = blk[order]
+            bounds = np.searchsorted(blk_sorted, np.arange(len(files) + 1))
+            rec = np.empty(ri.size, dtype=_REC)
+            rec["r"], rec["c"], rec["v"] = ri[order], ci[order], v[order]
+            for b in np.unique(blk_sorted):
+                rec[bounds[b]:bounds[b + 1]].tofile(files[b])
+    finally:
+        for f in files:
+            f.close()
+
+
+def _sorted_block(path, tmp, b, c0, indptr, index_base):
+    """Block b's entries sorted by (column, row); a repeated (row, column) is refused."""
+    rec = np.fromfile(os.path.join(tmp, f"b{b:05d}"), dtype=_REC)
+    os.remove(os.path.join(tmp, f"b{b:05d}"))
+    order = np.lexsort((rec["r"], rec["c"]))
+    rec = rec[order]
+    dup = np.flatnonzero((rec["r"][1:] == rec["r"][:-1]) & (rec["c"][1:] == rec["c"][:-1]))
+    if dup.size:
+        k = int(dup[0])
+        raise InputShapeError(
+            f"{os.path.basename(path)} gives entry (row {int(rec['r'][k]) + index_base}, "
+            f"column {int(rec['c'][k]) + index_base}) more than once; each (row, column) may "
+            "appear once: combine the duplicates first (e.g. their mean).")
+    return rec["r"].copy(), rec["v"].copy()
+
+
+def _check_dst(dst, overwrite):
+    from ..engine.sparse_store import is_sparse_store
+
+    d = os.fspath(dst)
+    if os.path.exists(d):
+        empty_dir = os.path.isdir(d) and not os.listdir(d)
+        if not overwrite:
+            raise ParameterError(f"{d!r} exists; pass overwrite=True (--overwrite) to replace "
+                                 "it, or choose another path.")
+        if not (empty_dir or is_sparse_store(d)):
+            raise ParameterError(f"{d!r} exists and is not a sparse store; overwrite replaces "
+                                 "only a sparse store (or an empty directory): choose another "
+                                 "path.")
+
+
+def convert_sparse(X, dst, *, overwrite=False, quiet=False, block_edges=None):
+    """Write a ``scipy.sparse`` matrix (any format; converted to CSC) as a sparse store.
+
+    Its stored entries are the observed ones (a stored 0 is an observed zero; a stored NaN
+    is dropped: unobserved); a repeated (row, column) of a COO matrix is refused.
+    Returns the written store, opened.
+    """
+    _check_dst(dst, overwrite)
+    nnz = int(X.nnz)
+    bar = _progress(nnz, f"writing {os.path.basename(os.fspath(dst))}", "entry", quiet)
+    try:
+        return write_sparse_blocks(X, dst, overwrite=overwrite, progress=bar.update,
+                                   block_edges=block_edges)
+    finally:
+        bar.close()

@@ -1,0 +1,294 @@
+"""Sparse input (docs/sparse.md): the sparse store, its converters, and the masked fit
+of a sparse input, which equals the in-memory masked fit of the densified matrix (NaN at
+every unobserved entry) up to the rounding of the sums' order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from _support import assert_same_chain
+from distributed import Client, LocalCluster
+
+import dask_bid.interface.sparse_io as sio
+from dask_bid import (
+    BayesianID,
+    IncompleteStoreError,
+    InputShapeError,
+    NonFiniteInputError,
+    ParameterError,
+)
+from dask_bid.engine.sparse_backend import dense_columns, plan_sparse_layout
+from dask_bid.engine.sparse_store import SPARSE_ATTR, open_sparse
+from dask_bid.interface import bayesian_id
+from dask_bid.interface.sparse_io import convert_sparse, convert_triplets, scan_triplets
+
+pytestmark = pytest.mark.timeout(240)
+
+M, N, K = 150, 60, 4
+KW = dict(n_iter=20, burn_in=6, thin=2, random_state=3, block_size=20, missing="mask",
+          n_trace_columns=4, init="random")
+SYNC = dict(client="synchronous")
+
+
+def _matrix(seed=0, frac=0.7):
+    """Low rank plus noise, ``frac`` of the entries unobserved (NaN); an observed 0 too."""
+    rng = np.random.default_rng(seed)
+    A = (rng.standard_normal((M, K)) @ rng.uniform(-1, 1, (K, N))
+         + 0.05 * rng.standard_normal((M, N)))
+    A[rng.random((M, N)) < frac] = np.nan
+    A[0, 0] = 0.0  # an observed zero stays observed
+    return A
+
+
+def _coo(A):
+    r, c = np.nonzero(~np.isnan(A))
+    return sp.coo_matrix((A[r, c], (r, c)), shape=A.shape)
+
+
+def _dense(src):
+    return dense_columns(src.array, range(src.shape[1]))
+
+
+def _write_triplets(path, A, *, sep="\t", base=0, header="row\tcol\tvalue", extra=True,
+                    seed=0):
+    r, c = np.nonzero(~np.isnan(A))
+    order = np.random.default_rng(seed).permutation(r.size)  # any order of lines
+    with open(path, "w") as fh:
+        if header:
+            fh.write(header.replace("\t", sep) + "\n")
+        for k in order:
+            fields = [str(r[k] + base), str(c[k] + base), repr(float(A[r[k], c[k]]))]
+            if extra:
+                fields.append("881250949")  # a timestamp, as in MovieLens: ignored
+            fh.write(sep.join(fields) + "\n")
+    return str(path)
+
+
+# --------------------------------------------------------------- 1. converters
+@pytest.mark.parametrize("fmt", ["coo", "csr", "csc", "array"])
+def test_scipy_formats_round_trip(tmp_path, fmt):
+    A = _matrix()
+    X = {"coo": _coo, "csr": lambda A: _coo(A).tocsr(), "csc": lambda A: _coo(A).tocsc(),
+         "array": lambda A: sp.coo_array(_coo(A))}[fmt](A)
+    src = convert_sparse(X, tmp_path / "X.zarr", quiet=True, block_edges=[0, 13, 40, N])
+    np.testing.assert_array_equal(_dense(src), A)  # NaN where unobserved, the 0 kept
+    meta = open_sparse(tmp_path / "X.zarr").array.meta
+    assert meta["format"] == "dask_bid.csc" and meta["version"] == 1
+    assert meta["nnz"] == int((~np.isnan(A)).sum()) and meta["shape"] == [M, N]
+    assert meta["block_edges"] == [0, 13, 40, N] and meta["complete"] is True
+
+
+def test_triplet_files_round_trip_streamed_in_chunks(tmp_path, monkeypatch):
+    A = _matrix(1)
+    # chunks of 64 lines: the file is read in many chunks, bucketed into 3 blocks
+    monkeypatch.setattr(sio, "LINES_PER_CHUNK", 64)
+    tsv = _write_triplets(tmp_path / "r.tsv", A, base=1)
+    src = convert_triplets(tsv, tmp_path / "r.zarr", index_base=1, shape=(M, N), quiet=True,
+                           block_edges=[0, 20, 21, N])
+    np.testing.assert_array_equal(_dense(src), A)
+    csv = _write_triplets(tmp_path / "r.csv", A, sep=",", header=None, extra=False)
+    src = convert_triplets(csv, tmp_path / "c.zarr", quiet=True)
+    # without shape=, the largest indices set it
+    r, c = np.nonzero(~np.isnan(A))
+    assert src.shape == (r.max() + 1, c.max() + 1)
+    np.testing.assert_array_equal(_dense(src), A[:src.shape[0], :src.shape[1]])
+
+
+def test_nan_values_are_dropped_and_counted(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("0,0,1.5\n1,1,nan\n2,1,-2\n")
+    scan = scan_triplets(path)
+    assert scan.shape == (3, 2) and scan.nnz == 2 and scan.n_nan == 1 and not scan.header
+    src = convert_triplets(path, tmp_path / "t.zarr", quiet=True)
+    assert src.array.meta["n_nan_dropped"] == 1
+    np.testing.assert_array_equal(_dense(src), [[1.5, np.nan], [np.nan, np.nan],
+                                                [np.nan, -2.0]])
+
+
+@pytest.mark.parametrize("text,kw,error,match", [
+    ("0,0,1\n1,1,2\n0,0,3\n", {}, InputShapeError,
+     r"gives entry \(row 0, column 0\) more than once"),
+    ("0,0,1\n5,1,2\n", {"shape": (3, 2)}, InputShapeError,
+     r"line 2: entry \(row 5, column 1\) lies outside the shape 3 x 2"),
+    ("0,0,1\n1,1,2\n", {"index_base": 1}, InputShapeError,
+     r"line 1: index 0 is below the first index 1"),
+    ("0,0,1\n1.5,1,2\n", {}, InputShapeError, r"line 2: row 1.5 and column 1 must be"),
+    ("0,0,1\n1,1,inf\n", {}, NonFiniteInputError, r"line 2: the value is infinite"),
+    ("r,c,v\n0,0,1\n1;1;2\n", {}, InputShapeError,
+     r"line 3: '1;1;2' is not a \(row, column, value\) triplet"),
+])
+def test_triplet_refusals(tmp_path, text, kw, error, match):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    with pytest.raises(error, match=match):
+        convert_triplets(path, tmp_path / "t.zarr", quiet=True, **kw)
+    assert not (tmp_path / "t.zarr").exists()  # nothing is left behind
+
+
+def test_parquet_without_pyarrow_names_the_extra(tmp_path):
+    try:
+        import pyarrow  # noqa: F401
+        pytest.skip("pyarrow is installed")
+    except ImportError:
+        pass
+    path = tmp_path / "t.parquet"
+    path.write_bytes(b"PAR1")
+    with pytest.raises(ParameterError, match=r"pip install 'dask_bid\[parquet\]'"):
+        convert_triplets(path, tmp_path / "t.zarr", quiet=True)
+
+
+def test_refusals_of_the_destination_and_of_incomplete_stores(tmp_path):
+    A = _matrix()
+    convert_sparse(_coo(A), tmp_path / "X.zarr", quiet=True)
+    with pytest.raises(ParameterError, match="exists; pass overwrite=True"):
+        convert_sparse(_coo(A), tmp_path / "X.zarr", quiet=True)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "f.txt").write_text("mine")
+    with pytest.raises(ParameterError, match="is not a sparse store; overwrite replaces only"):
+        convert_sparse(_coo(A), tmp_path / "other", quiet=True, overwrite=True)
+    import zarr
+
+    g = zarr.open_group(str(tmp_path / "X.zarr"), mode="r+")
+    g.attrs[SPARSE_ATTR] = {**g.attrs[SPARSE_ATTR], "complete": False}
+    with pytest.raises(IncompleteStoreError, match="was not completely written"):
+        bayesian_id(str(tmp_path / "X.zarr"), K, **KW, **SYNC)
+
+
+def test_scipy_duplicates_and_infinity_are_refused():
+    X = sp.coo_matrix(([1.0, 2.0, 3.0], ([0, 0, 1], [0, 0, 1])), shape=(3, 3))
+    with pytest.raises(InputShapeError, match=r"entry \(row 0, column 0\) more than once"):
+        bayesian_id(X, 1, **KW)
+    Y = sp.coo_matrix(([1.0, np.inf], ([0, 1], [0, 1])), shape=(3, 3))
+    with pytest.raises(NonFiniteInputError, match=r"infinite value at \(row 1, column 1\)"):
+        bayesian_id(Y, 1, **KW)
+
+
+# --------------------------------------------------------------- 2. the fit
+def _close(mem, spr):
+    """The same chain up to rounding: the same bases and accept decisions, numbers to
+    ~1e-10."""
+    np.testing.assert_array_equal(mem.draws_columns, spr.draws_columns)
+    np.testing.assert_array_equal(mem.trace["accepted"], spr.trace["accepted"])
+    np.testing.assert_array_equal(mem.columns, spr.columns)
+    np.testing.assert_allclose(spr.trace["sigma2"], mem.trace["sigma2"], rtol=1e-9)
+    np.testing.assert_allclose(spr.trace["mse"], mem.trace["mse"], rtol=1e-9)
+    np.testing.assert_allclose(spr.components, mem.components, rtol=0, atol=1e-9)
+    assert spr.mse_observed == pytest.approx(mem.mse_observed, rel=1e-10)
+    assert spr.mse == pytest.approx(mem.mse, rel=1e-10)
+
+
+@pytest.mark.parametrize("sampler", ["collapsed", "aggressive", "plain"])
+def test_scipy_input_matches_the_in_memory_masked_fit(sampler):
+    A = _matrix(2)
+    kw = {**KW, "sampler": sampler, "temperature": 500.0 if sampler == "plain" else 1.0}
+    mem = bayesian_id(A, K, **kw)
+    spr = bayesian_id(_coo(A).tocsr(), K, **kw)
+    _close(mem, spr)
+    assert spr.trace["accepted"].any()  # swaps accepted: the comparison covers them
+    np.testing.assert_array_equal(spr.C, A[:, spr.columns])  # NaN where unobserved
+
+
+def test_store_in_several_groups_matches_and_writes_c(tmp_path):
+    A = _matrix(3)
+    store = str(tmp_path / "A.zarr")
+    convert_sparse(_coo(A), store, quiet=True, block_edges=[0, 25, N])
+    mem = bayesian_id(A, K, **KW)
+    # groups of 16 columns: the candidate and basis columns are gathered across groups
+    out = str(tmp_path / "fit.zarr")
+    res = bayesian_id(store, K, chunks=(M, 16), out=out, **KW, **SYNC)
+    _close(mem, res)
+    assert res.params["missing"] == "mask"
+    # C in the output: dense M x K, NaN where unobserved
+    np.testing.assert_array_equal(np.asarray(res.C), A[:, res.columns])
+    from dask_bid import open_result
+
+    back = open_result(out)
+    np.testing.assert_array_equal(back.columns_, res.columns)
+    assert back.mse_observed_ == res.mse_observed
+    # the store is only read: an output inside it is refused
+    from dask_bid import OutputLocationError
+
+    with pytest.raises(OutputLocationError, match="is the input store .* or overlaps it"):
+        bayesian_id(store, K, out=store + "/fit", **KW, **SYNC)
+
+
+def test_layout_bounds_the_entries_of_a_group():
+    counts = np.array([5, 1, 7, 0, 2] * 4)
+    import dask_bid.engine.sparse_backend as sb
+
+    lay = plan_sparse_layout(counts, (10, 20), 2)
+    assert lay.row_tiles == ((0, 10),) and lay.groups == ((0, 20),)
+    old = sb.TILE_ENTRIES
+    try:
+        sb.TILE_ENTRIES = 8
+        lay = plan_sparse_layout(counts, (10, 20), 2)
+    finally:
+        sb.TILE_ENTRIES = old
+    for a, b in lay.groups:
+        assert counts[a:b].sum() <= 8 or b - a == 1
+    assert lay.groups[0] == (0, 2) and lay.groups[-1][1] == 20
+
+
+def test_default_init_is_the_sketch_of_the_zero_filled_matrix():
+    from dask_bid.baselines import select_columns
+    from dask_bid.baselines._sparse import sparse_select_columns
+    from dask_bid.engine.sparse_store import sparse_source
+
+    A = _matrix(4, frac=0.5)
+    rng = np.random.default_rng(11)
+    J = sparse_select_columns(sparse_source(_coo(A)), K, "auto", np.random.default_rng(11))
+    np.testing.assert_array_equal(
+        J, select_columns(np.nan_to_num(A), K, method="randomized", random_state=rng))
+    res = bayesian_id(_coo(A), K, **{**KW, "init": "auto", "n_iter": 4, "burn_in": 2})
+    assert res.columns.size == K
+
+
+def test_refusals_of_sparse_fits(tmp_path):
+    X = _coo(_matrix())
+    with pytest.raises(ParameterError, match="unobserved, not zero: pass missing='mask'"):
+        bayesian_id(X, K, **{**KW, "missing": "zero"})
+    with pytest.raises(ParameterError, match="mask= does not apply to a sparse input"):
+        bayesian_id(X, K, mask=np.ones((M, N), bool), **KW)
+    with pytest.raises(ParameterError, match="init='cpqr' needs the dense matrix"):
+        bayesian_id(X, K, **{**KW, "init": "cpqr"})
+    B = _matrix()
+    B[:, 7] = np.nan
+    with pytest.raises(InputShapeError, match=r"columns \[7\] have no observed entry"):
+        bayesian_id(_coo(B), K, **KW)
+
+
+def test_estimator_fits_scipy_input():
+    A = _matrix(5)
+    est = BayesianID(K, **{k: v for k, v in KW.items()}).fit(_coo(A))
+    mem = BayesianID(K, **KW).fit(A)
+    np.testing.assert_array_equal(est.columns_, mem.columns_)
+    assert est.mse_observed_ == pytest.approx(mem.mse_observed_, rel=1e-10)
+
+
+@pytest.mark.xdist_group("sparse-cluster")
+def test_process_cluster_matches_sync_and_resume(tmp_path):
+    """Two worker processes (the reads happen on the workers): bitwise the synchronous
+    fit; an interrupted fit resumed from its checkpoint: bitwise the whole fit."""
+    A = _matrix(6)
+    store = str(tmp_path / "A.zarr")
+    convert_sparse(_coo(A), store, quiet=True, block_edges=[0, 30, N])
+    kw = {**KW, "checkpoint_every": 5}
+    sync = bayesian_id(store, K, chunks=(M, 16), **kw, **SYNC)
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        res = bayesian_id(store, K, chunks=(M, 16), client=client, **kw)
+    assert_same_chain(sync, res)
+
+    class Stop(KeyboardInterrupt):
+        pass
+
+    def stop(st):
+        if st.iteration == 12:
+            raise Stop()
+
+    out = str(tmp_path / "fit.zarr")
+    with pytest.raises(Stop):
+        bayesian_id(store, K, chunks=(M, 16), out=out, callback=stop, **kw, **SYNC)
+    resumed = bayesian_id(store, K, chunks=(M, 16), out=out, resume=True, **kw, **SYNC)
+    assert_same_chain(sync, resumed)
