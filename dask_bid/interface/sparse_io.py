@@ -329,7 +329,8 @@ def _write_buckets(path, dst, scan, edges, indptr, index_base, columns, overwrit
         g = create_sparse_group(
             dst, scan.shape, indptr, edges, overwrite=overwrite,
             source={"kind": "triplets", "path": os.path.abspath(path),
-                    "size": os.path.getsize(path), "index_base": int(index_base),
+                    "size": os.path.getsize(path), "mtime_ns": os.stat(path).st_mtime_ns,
+                    "index_base": int(index_base),
                     "columns": [c if isinstance(c, str) else int(c) for c in columns]},
             extra={"n_nan_dropped": int(scan.n_nan)})
         bar = _progress(scan.nnz, f"writing {os.path.basename(os.fspath(dst))}", "entry",

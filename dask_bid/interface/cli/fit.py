@@ -29,6 +29,7 @@ from .plotting import parse_plot_kinds, plot_stem, write_plots
 from .progress import ChainProgress, InterruptLatch
 from .reading import FILL_CHOICES, KEEP_NAN, MISSING_CHOICES
 from .report import result_lines
+from .sparse import add_sparse_options, sparse_input
 
 #: CLI option -> sampler parameter, for the options left to the library's default when
 #: not given
@@ -130,6 +131,19 @@ def _validate_early(src, k, params):
     return shape
 
 
+def _validate_params_only(k, params):
+    from .._params import validate_params
+    from ..functional import DEFAULTS
+
+    validate_params({**DEFAULTS, **params, "n_components": k})
+
+
+def _n_observed(store) -> int:
+    from ...engine.sparse_store import open_sparse
+
+    return open_sparse(store).nnz
+
+
 def _nan_message(exc, src, masked=False) -> str:
     """The engine's NaN refusal, in command-line terms (it speaks of missing='mask')."""
     if masked:  # only infinity is refused then: the engine's words fit as they are
@@ -155,8 +169,15 @@ def run(args):
     kinds = parse_plot_kinds(args.plot) if args.plot else []
     params = params_from_args(args)
     src = args.input
-    convertible = not is_url(src) and file_suffix(src) in CONVERTIBLE_SUFFIXES
     masked = params.get("missing") == "mask"
+    if args.format == "triplets":  # parameters first: the conversion reads the file twice
+        _validate_params_only(args.k, params)
+    # a triplet file (converted once) or a sparse store: cli/sparse.py
+    sparse_src = sparse_input(args, out, masked, args.quiet)
+    if sparse_src is not None:
+        src = sparse_src
+    convertible = (sparse_src is None and not is_url(src)
+                   and file_suffix(src) in CONVERTIBLE_SUFFIXES)
     if args.fill_missing and masked:
         raise CLIError("--missing mask and --fill-missing zero disagree: --missing mask leaves "
                        "every NaN out of the likelihood, --fill-missing zero makes it a 0 "
@@ -182,7 +203,9 @@ def run(args):
         if n_kept:
             say(f"missing      {n_kept} NaN entries of {args.input} left out of the "
                 f"likelihood (--missing mask; kept in {src})", quiet=args.quiet)
-    client, where = choose_scheduler(args.scheduler, shape)
+    # a sparse input's size is that of its observed entries (row, value: 16 bytes each)
+    client, where = choose_scheduler(
+        args.scheduler, shape if sparse_src is None else (_n_observed(src), 2))
     say(f"scheduler    {where}", quiet=args.quiet)
     full = _full_params(params)
     cluster = local_cluster() if client is None else contextlib.nullcontext(client)
@@ -235,7 +258,8 @@ def add_parser(sub):
                          "to the Zarr group OUT.")
     fit.add_argument("input", metavar="INPUT", help="Zarr array path or URL; or a .npy, .csv, "
                      ".txt or .tsv file (converted to <folder of OUT>/<file name>.zarr, "
-                     "e.g. data.npy.zarr)")
+                     "e.g. data.npy.zarr); or a sparse store, or a triplet file with "
+                     "--format triplets (docs/sparse.md)")
     fit.add_argument("--k", type=positive_int, required=True, metavar="K",
                      help="number of columns to select")
     fit.add_argument("--out", required=True, metavar="OUT",
@@ -322,6 +346,7 @@ def add_parser(sub):
     fit.add_argument("--plot", default=None, metavar="KINDS",
                      help="write plots next to OUT: comma separated among trace, autocorr, "
                      "inclusion, or all")
+    add_sparse_options(fit)
     fit.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no summary")
     fit.set_defaults(func=run)
     return fit

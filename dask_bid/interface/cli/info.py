@@ -273,7 +273,13 @@ def info_lines(info) -> list[str]:
 
 
 def run(args):
-    info = describe_path(args.path)
+    from .sparse import describe_sparse, sparse_info_lines
+
+    info = describe_sparse(args)  # a triplet file (--format triplets) or a sparse store
+    if info is not None and not args.json:
+        print_lines(sparse_info_lines(info))
+        return 0
+    info = info if info is not None else describe_path(args.path)
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return 0
@@ -304,6 +310,9 @@ def add_parser(sub):
                       "a Zarr array or a result store (path or URL)")
     info.add_argument("--json", action="store_true",
                       help="print the same information as JSON")
+    from .sparse import add_sparse_options
+
+    add_sparse_options(info)
     info.add_argument("--diagnostics", action="store_true",
                       help="for a finished result: split R-hat and bulk/tail ESS of sigma2 "
                       'and MSE (needs ArviZ: pip install "dask_bid[arviz]")')

@@ -1,0 +1,202 @@
+"""Sparse input on the command line (docs/sparse.md): ``--format triplets`` for ``fit``
+and ``info``, and what ``info`` says about a sparse store.
+
+``dask-bid fit ratings.tsv --format triplets --missing mask --k 20 --out fit.zarr``
+converts the (row, column, value) file once into a sparse store next to OUT
+(``<folder of OUT>/ratings.tsv.zarr``, reused while the file is unchanged) and fits it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ._core import CLIError, human_bytes, is_url, say
+
+__all__ = ["add_sparse_options", "sparse_input", "describe_sparse", "sparse_info_lines"]
+
+
+def _columns(text):
+    try:
+        cols = [int(x) - 1 for x in text.split(",")]
+    except ValueError:
+        cols = []
+    if len(cols) != 3 or min(cols) < 0:
+        import argparse
+
+        raise argparse.ArgumentTypeError(
+            f"expected three 1-based field numbers ROW,COL,VALUE (e.g. 1,2,3), got {text!r}")
+    return tuple(cols)
+
+
+def _shape(text):
+    try:
+        M, N = (int(x) for x in text.lower().replace("x", ",").split(","))
+    except ValueError:
+        M = N = 0
+    if M < 1 or N < 1:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"expected ROWS,COLS (e.g. 943,1682), got {text!r}")
+    return (M, N)
+
+
+def _sep(text):
+    return {"tab": "\t", "\\t": "\t", "space": None, "whitespace": None}.get(text, text)
+
+
+def add_sparse_options(parser):
+    """``--format`` and the triplet file's options (for ``fit`` and ``info``)."""
+    parser.add_argument("--format", choices=("dense", "triplets"), default=None,
+                        help="triplets: INPUT holds one observed entry per line, "
+                        "ROW COL VALUE (csv, tsv, whitespace text, or parquet with the "
+                        "[parquet] extra); absent entries are unobserved (needs --missing "
+                        "mask). Default: dense for files; a sparse store is recognised")
+    parser.add_argument("--sep", type=_sep, default=None, metavar="SEP",
+                        help="triplets: field separator (default by suffix: ',' for .csv, "
+                        "tab for .tsv, whitespace; 'tab' and 'space' are accepted)")
+    parser.add_argument("--columns", type=_columns, default=None, metavar="R,C,V",
+                        help="triplets: 1-based fields of row, column and value (default "
+                        "1,2,3; other fields are ignored)")
+    parser.add_argument("--shape", type=_shape, default=None, metavar="M,N",
+                        help="triplets: the matrix's shape (default: the largest indices)")
+    parser.add_argument("--index-base", type=int, choices=(0, 1), default=None,
+                        help="triplets: index of the first row and column in the file "
+                        "(default 0; MovieLens counts from 1)")
+
+
+def _triplet_kw(args):
+    return dict(sep=args.sep, columns=args.columns or (0, 1, 2), shape=args.shape,
+                index_base=args.index_base or 0)
+
+
+def _given_triplet_options(args):
+    return [flag for flag, v in (("--sep", args.sep), ("--columns", args.columns),
+                                 ("--shape", args.shape), ("--index-base", args.index_base))
+            if v is not None]
+
+
+def check_sparse_options(args):
+    """Refuse triplet options without ``--format triplets``."""
+    given = _given_triplet_options(args)
+    if given and args.format != "triplets":
+        raise CLIError(f"{', '.join(given)} describe a triplet file: pass --format triplets "
+                       "too.")
+
+
+def sparse_input(args, out, masked, quiet):
+    """For ``fit``: the path of the sparse store to fit, or None for dense input.
+
+    A triplet file is converted (once) to ``<folder of OUT>/<file name>.zarr``; a sparse
+    store is fitted as it is. Both need ``--missing mask``.
+    """
+    from ...engine.sparse_store import is_sparse_store
+    from .convert import converted_path
+
+    check_sparse_options(args)
+    src = args.input
+    triplets = args.format == "triplets"
+    store = not triplets and is_sparse_store(src)
+    if not (triplets or store):
+        return None
+    what = "a triplet file" if triplets else "a sparse store"
+    if not masked:
+        raise CLIError(f"{src!r} is {what}: its absent entries are unobserved, not zero; pass "
+                       "--missing mask.")
+    if getattr(args, "fill_missing", None):
+        raise CLIError(f"--fill-missing does not apply to {what}: pass --missing mask only.")
+    if store:
+        return src
+    if is_url(src) or not os.path.isfile(src):
+        raise CLIError(f"--format triplets reads a local file; {src!r} is not one.")
+    dst = converted_path(src, out)
+    if _reusable(dst, src, args):
+        say(f"input        {dst} (converted from {src} before; unchanged)", quiet=quiet)
+        return dst
+    from ..sparse_io import convert_triplets
+
+    overwrite = args.overwrite or _ours(dst, src)
+    res = convert_triplets(src, dst, overwrite=overwrite, quiet=quiet, **_triplet_kw(args))
+    say(f"converted    {src} -> {dst} ({res.nnz} observed of {res.shape[0]} x "
+        f"{res.shape[1]}, {res.nnz / (res.shape[0] * res.shape[1]):.3%})", quiet=quiet)
+    return dst
+
+
+def _source_meta(dst):
+    from ...engine.sparse_store import SparseZarrReader, is_sparse_store
+
+    if not is_sparse_store(dst):
+        return None
+    try:
+        meta = SparseZarrReader(dst).meta
+    except Exception:
+        return None
+    return meta
+
+
+def _ours(dst, src):
+    """A sparse store converted from the same file (any options): replaced freely."""
+    meta = _source_meta(dst)
+    s = (meta or {}).get("source") or {}
+    return s.get("kind") == "triplets" and s.get("path") == os.path.abspath(src)
+
+
+def _reusable(dst, src, args):
+    """The store at ``dst`` was converted from this unchanged file with these options."""
+    meta = _source_meta(dst)
+    if not meta or not meta.get("complete") or args.overwrite:
+        return False
+    s = meta.get("source") or {}
+    kw = _triplet_kw(args)
+    return (s.get("kind") == "triplets" and s.get("path") == os.path.abspath(src)
+            and s.get("size") == os.path.getsize(src)
+            and s.get("mtime_ns") == os.stat(src).st_mtime_ns
+            and s.get("index_base") == kw["index_base"]
+            and s.get("columns") == list(kw["columns"])
+            and (kw["shape"] is None or list(kw["shape"]) == meta.get("shape")))
+
+
+def describe_sparse(args):
+    """``info``'s dict for a triplet file (``--format triplets``: one pass over it) or a
+    sparse store; None for anything else."""
+    from ...engine.sparse_store import is_sparse_store, open_sparse
+
+    check_sparse_options(args)
+    path = args.path
+    if args.format == "triplets":
+        from ..sparse_io import scan_triplets
+
+        scan = scan_triplets(path, quiet=True, **_triplet_kw(args))
+        return {"kind": "triplet file", "path": path, "shape": list(scan.shape),
+                "n_observed": scan.nnz, "n_nan_dropped": scan.n_nan, "header": scan.header,
+                "file_size": os.path.getsize(path)}
+    if not is_sparse_store(path):
+        return None
+    src = open_sparse(path)
+    meta = src.array.meta
+    return {"kind": "sparse store", "path": path, "shape": list(src.shape),
+            "n_observed": src.nnz, "n_blocks": len(meta["block_edges"]) - 1,
+            "format": f"{meta['format']} v{meta['version']}",
+            "source": meta.get("source"), "n_nan_dropped": meta.get("n_nan_dropped", 0)}
+
+
+def sparse_info_lines(info):
+    M, N = info["shape"]
+    total = M * N
+    lines = [f"{info['path']}: {info['kind']}",
+             f"  shape      {M} x {N}",
+             f"  observed   {info['n_observed']} of {total} entries "
+             f"({info['n_observed'] / total:.3%}); the others are unobserved (missing)"]
+    if info.get("n_nan_dropped"):
+        lines.append(f"  NaN        {info['n_nan_dropped']} NaN values left out (unobserved)")
+    if info["kind"] == "triplet file":
+        lines.append(f"  size       {human_bytes(info['file_size'])} on disk"
+                     + (", one header line" if info["header"] else ""))
+        lines.append("  note       `dask-bid fit FILE --format triplets --missing mask` "
+                     "converts it to a sparse store next to --out")
+    else:
+        lines.append(f"  layout     {info['format']}, {info['n_blocks']} column block(s)")
+        src = info.get("source") or {}
+        if src.get("path"):
+            lines.append(f"  converted  from {src['path']}")
+        lines.append("  note       fit it with --missing mask")
+    return lines

@@ -1,0 +1,96 @@
+"""Sparse input on the command line: `dask-bid fit FILE --format triplets --missing mask`
+converts a (row, column, value) file once into a sparse store next to OUT and fits it
+(the Python API's fit of that store); `info` shows the observed count and fraction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _support import assert_same_chain
+from test_cli import FAST, assert_one_line_error
+
+from dask_bid.engine import read_result
+from dask_bid.interface import bayesian_id
+from dask_bid.interface.cli import main
+
+pytestmark = pytest.mark.timeout(240)
+
+K = 2
+
+
+def _triplets(path, seed=0, M=40, N=12, base=1):
+    """A MovieLens-like file: user, item, rating, timestamp, tab separated, 1-based."""
+    from dask_bid.interface.demo import make_demo_matrix
+
+    A, _, _ = make_demo_matrix(M, N, K, seed=seed)
+    A = A.copy()
+    A[np.random.default_rng(seed).random(A.shape) < 0.6] = np.nan
+    r, c = np.nonzero(~np.isnan(A))
+    with open(path, "w") as fh:
+        for i, j in zip(r, c, strict=True):
+            fh.write(f"{i + base}\t{j + base}\t{float(A[i, j])!r}\t881250949\n")
+    return A
+
+
+def test_fit_a_triplet_file_end_to_end(tmp_path, capsys):
+    src = tmp_path / "ratings.tsv"
+    A = _triplets(src)
+    out = tmp_path / "runs" / "fit.zarr"
+    args = ["fit", str(src), "--k", str(K), "--out", str(out), *FAST, "--missing", "mask",
+            "--format", "triplets", "--index-base", "1", "--shape", "40,12"]
+    assert main(args) == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    n = int((~np.isnan(A)).sum())
+    store = tmp_path / "runs" / "ratings.tsv.zarr"
+    assert f"converted    {src} -> {store} ({n} observed of 40 x 12" in err
+    res = read_result(str(out))
+    api = bayesian_id(str(store), K, n_iter=40, burn_in=10, thin=2, random_state=3,
+                      missing="mask", client="synchronous")
+    assert_same_chain(api, res)
+    np.testing.assert_array_equal(np.asarray(res.C), A[:, res.columns])  # NaN: unobserved
+    # a second run reuses the store (the file is unchanged)
+    assert main([*args, "--overwrite"]) == 0
+    assert main(args[:4] + ["--out", str(tmp_path / "runs" / "b.zarr"), *args[6:]]) == 0
+    assert f"(converted from {src} before; unchanged)" in capsys.readouterr().err
+    # info: the store and the file, with the observed count and fraction
+    assert main(["info", str(store)]) == 0
+    text = capsys.readouterr().out
+    assert "sparse store" in text and f"observed   {n} of 480 entries ({n / 480:.3%})" in text
+    assert main(["info", str(src), "--format", "triplets", "--index-base", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "triplet file" in text and f"observed   {n} of 480 entries" in text
+
+
+def test_a_sparse_store_is_fitted_as_it_is(tmp_path, capsys):
+    import scipy.sparse as sp
+
+    from dask_bid.interface.sparse_io import convert_sparse
+
+    A = _triplets(tmp_path / "r.tsv", seed=2, base=0)
+    r, c = np.nonzero(~np.isnan(A))
+    convert_sparse(sp.coo_matrix((A[r, c], (r, c)), shape=A.shape), tmp_path / "s.zarr",
+                   quiet=True)
+    out = tmp_path / "fit.zarr"
+    assert main(["fit", str(tmp_path / "s.zarr"), "--k", str(K), "--out", str(out), *FAST,
+                 "--missing", "mask"]) == 0, capsys.readouterr().err
+    assert read_result(str(out)).params["missing"] == "mask"
+
+
+@pytest.mark.parametrize("extra,fragments", [
+    (["--format", "triplets"], ["is a triplet file: its absent entries are unobserved, not "
+                                "zero; pass --missing mask"]),
+    (["--missing", "mask", "--shape", "3,3"], ["--shape describe a triplet file: pass "
+                                               "--format triplets too"]),
+    (["--missing", "mask", "--format", "triplets", "--shape", "3,3"],
+     ["line 1: entry (row 3, column 1) lies outside the shape 3 x 3"]),
+    (["--missing", "mask", "--format", "triplets", "--shape", "4,4"],
+     ["gives entry (row 0, column 0) more than once"]),
+])
+def test_refusals_are_one_line(tmp_path, capsys, extra, fragments):
+    src = tmp_path / "t.tsv"
+    src.write_text("3\t1\t2.5\n0\t0\t1\n0\t0\t2\n")
+    code = main(["fit", str(src), "--k", "1", "--out", str(tmp_path / "o.zarr"), *FAST,
+                 *extra])
+    assert code == 2
+    assert_one_line_error(capsys.readouterr().err, *fragments, progress_allowed=True)
+    assert not (tmp_path / "o.zarr").exists()
