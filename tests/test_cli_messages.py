@@ -163,7 +163,10 @@ def test_every_cli_row_of_the_docs_has_a_case():
 #: rows tested by the tests below, not by the table of cases
 OTHER_ROWS = ("NaN in a Zarr input", "error-k over fits of different inputs",
               "a conversion made for the other treatment of NaN",  # test_cli_masked.py
-              "permission denied", "an error inside a library")
+              "permission denied", "an error inside a library",
+              # test_cli_sparse.py
+              "a triplet file or a sparse store without --missing mask",
+              "--sep, --columns, --shape or --index-base without --format triplets")
 
 
 # ----------------------------------------------------------------------------- fill

@@ -246,7 +246,7 @@ def test_default_init_is_the_sketch_of_the_zero_filled_matrix():
 
 def test_refusals_of_sparse_fits(tmp_path):
     X = _coo(_matrix())
-    with pytest.raises(ParameterError, match="unobserved, not zero: pass missing='mask'"):
+    with pytest.raises(ParameterError, match="unobserved, not zero: pass missing=.mask."):
         bayesian_id(X, K, **{**KW, "missing": "zero"})
     with pytest.raises(ParameterError, match="mask= does not apply to a sparse input"):
         bayesian_id(X, K, mask=np.ones((M, N), bool), **KW)
@@ -256,6 +256,14 @@ def test_refusals_of_sparse_fits(tmp_path):
     B[:, 7] = np.nan
     with pytest.raises(InputShapeError, match=r"columns \[7\] have no observed entry"):
         bayesian_id(_coo(B), K, **KW)
+
+
+def test_estimator_refuses_scipy_input_with_missing_zero():
+    from dask_bid import InputDTypeError
+
+    with pytest.raises(InputDTypeError, match="not supported with missing='zero': its "
+                                              "unstored entries are unobserved"):
+        BayesianID(K).fit(_coo(_matrix()))
 
 
 def test_estimator_fits_scipy_input():
@@ -292,3 +300,42 @@ def test_process_cluster_matches_sync_and_resume(tmp_path):
         bayesian_id(store, K, chunks=(M, 16), out=out, callback=stop, **kw, **SYNC)
     resumed = bayesian_id(store, K, chunks=(M, 16), out=out, resume=True, **kw, **SYNC)
     assert_same_chain(sync, resumed)
+
+
+def test_every_sparse_refusal_has_a_row_in_the_docs():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text()
+    for phrase in ("sparse input is not supported with missing='zero'",
+                   "a sparse input's entries that are not stored are unobserved, not zero",
+                   "mask= does not apply to a sparse input",
+                   "init='cpqr' needs the dense matrix",
+                   "the sparse input holds entry (row 0, column 0) more than once",
+                   "the sparse input holds an infinite value",
+                   "is not a (row, column, value) triplet of numbers",
+                   "must be integers (the triplet's first two fields are indices)",
+                   "is below the first index 1",
+                   "lies outside the shape 3 x 2 given",
+                   "the value is infinite; replace it",
+                   "gives entry (row 0, column 0) more than once",
+                   "reading Parquet needs pyarrow: pip install 'dask_bid[parquet]'",
+                   "exists; pass overwrite=True (--overwrite) to replace it",
+                   "the sparse store at 'X.zarr' was not completely written",
+                   "this dask_bid reads 'dask_bid.csc' up to version 1",
+                   "is a triplet file: its absent entries are unobserved, not zero",
+                   "describe a triplet file: pass --format triplets too"):
+        assert re.search(re.escape(phrase), text), phrase
+
+
+def test_a_newer_store_version_is_refused(tmp_path):
+    import zarr
+
+    from dask_bid import CorruptStoreError
+
+    convert_sparse(_coo(_matrix()), tmp_path / "X.zarr", quiet=True)
+    g = zarr.open_group(str(tmp_path / "X.zarr"), mode="r+")
+    g.attrs[SPARSE_ATTR] = {**g.attrs[SPARSE_ATTR], "version": 2}
+    with pytest.raises(CorruptStoreError, match="version 2; this dask_bid reads "
+                                                "'dask_bid.csc' up to version 1"):
+        bayesian_id(str(tmp_path / "X.zarr"), K, **KW, **SYNC)

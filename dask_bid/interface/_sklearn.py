@@ -36,12 +36,16 @@ def refuse_sparse(A, *, mask_hint=False):
     entries are the observed ones, docs/sparse.md); the message says so.
     """
     if type(A).__module__.startswith("scipy.sparse"):
-        hint = (" with missing='zero' (its unstored entries are unobserved, not zeros): pass "
-                "missing='mask' to fit its stored entries," if mask_hint else ":")
+        if mask_hint:
+            raise InputDTypeError(
+                f"A is a scipy.sparse {type(A).__name__}; sparse input is not supported with "
+                "missing='zero': its unstored entries are unobserved, not zeros. Pass "
+                "missing='mask' to fit its stored entries as the observed ones, or a dense "
+                "matrix (`A.toarray()`).")
         raise InputDTypeError(
-            f"A is a scipy.sparse {type(A).__name__}; sparse input is not supported{hint} the "
-            "ID reads every entry. Pass a dense matrix (`A.toarray()`), or a dask / Zarr "
-            "array for a matrix larger than memory.")
+            f"A is a scipy.sparse {type(A).__name__}; sparse input is not supported: the ID "
+            "reads every entry. Pass a dense matrix (`A.toarray()`), or a dask / Zarr array "
+            "for a matrix larger than memory.")
 
 
 def feature_names(A):
