@@ -7,7 +7,7 @@ import pytest
 
 from dask_bid.engine import to_zarr
 from dask_bid.engine.dask_backend import DaskBackend
-from dask_bid.engine.summary import AUTO_CANDIDATE_BYTES, n_candidates_for
+from dask_bid.engine.summary import DEFAULT_CANDIDATE_BYTES, n_candidates_for
 from dask_bid.interface import bayesian_id
 
 pytestmark = pytest.mark.timeout(300)
@@ -25,14 +25,17 @@ def store(tmp_path_factory):
 
 
 def test_auto_candidates():
+    # explicit values as given; "auto" from the memory budget (default: 512 MiB for two
+    # copies of every row), at least 8, at most the chain's draws or all N rows
     assert n_candidates_for(7, 10**6, 500) == 7
     assert n_candidates_for("auto", 5_000, 500) == 501
-    assert n_candidates_for("auto", 5_000, 2000) == 512
+    assert n_candidates_for("auto", 5_000, 2000) == 2001
+    assert n_candidates_for("auto", 5_000, 1000, per_iter=17) == 5_000  # A^T A whole
     assert n_candidates_for("auto", 5_000, 10) == 11
     # the exact sampler draws several candidates per iteration: its batch covers them
     assert n_candidates_for("auto", 5_000, 10, per_iter=17) == 171
-    assert n_candidates_for("auto", 10**7, 500) == 8
-    wide = AUTO_CANDIDATE_BYTES // (8 * 200_000)
+    assert n_candidates_for("auto", 10**8, 500) == 8
+    wide = DEFAULT_CANDIDATE_BYTES // (2 * 8 * 200_000)
     assert n_candidates_for("auto", 200_000, 500) == wide
 
 
@@ -68,10 +71,10 @@ def test_initial_state_holds_the_first_batch(store):
     J0 = np.array([0, 1, 2, 3])
     st, norm_a2, n_obs = initial_state(be, cfg, 11, 0, J0)
     # 40 iterations of the default sampler draw 17 candidates each (8 tries, 8 pivot
-    # attempts, 1 annealed): the batch covers them, here every one of the N - K columns
-    assert cfg.n_candidates == min(512, 40 * 17 + 1)
-    assert len(st.cached) == min(cfg.n_candidates, N - K)
-    assert not set(st.cached) & set(J0.tolist())
+    # attempts, 1 annealed): more than N, so the batch is all of A^T A, the starting
+    # basis's rows included (a column that leaves the basis needs no pass later)
+    assert cfg.n_candidates == N
+    assert sorted(st.cached) == list(range(N))
     for s in be.states:
         assert s.cand_cols == tuple(st.cached)
         np.testing.assert_allclose(s.cand_rows, A[:, st.cached].T @ A[:, s.start:s.stop])

@@ -155,19 +155,36 @@ def _next_candidate(entropy, chain, st: ClientState, n_cols, J):
 
 def _batch(entropy, chain, pos, n_cols, J, cached, first, n):
     """``first`` and the next distinct stream entries from ``pos`` on that are neither in
-    J nor cached, ``n`` in all (fewer if 50 n entries do not hold them)."""
-    inJ = set(int(j) for j in J)
+    J nor cached, ``n`` in all (fewer if 50 n entries do not hold them).
+
+    When ``n`` covers every column not cached, every one of them, in column order and the
+    basis's included: A^T A is then held whole and no later proposal needs a pass (not
+    even of a column that leaves the basis). Which rows a pass computes never changes the
+    chain: a row's floats do not depend on its batch (``kernels/products.py``)."""
+    held = set(int(c) for c in cached)
     want = [] if first is None else [first]
+    held.update(want)
+    if n - len(want) >= n_cols - len(held):
+        return want + [c for c in range(n_cols) if c not in held]
+    inJ = set(int(j) for j in J)
     # never more than the columns there are to find
-    n = min(n, n_cols - len(inJ | set(cached) | set(want)) + len(want))
+    n = min(n, n_cols - len(inJ | held) + len(want))
     lookahead = 0
     while len(want) < n and lookahead < 50 * n:
         c = _candidate(entropy, chain, pos, n_cols)
         pos += 1
         lookahead += 1
-        if c not in inJ and c not in cached and c not in want:
+        if c not in inJ and c not in held:
             want.append(c)
+            held.add(c)
     return want
+
+
+def _keep_cached(st: ClientState, want, cap):
+    """The client's copy of the blocks' cache after ``block_add_rows(want, cap)``."""
+    new = set(want)
+    cached = [c for c in st.cached if c not in new] + list(want)
+    st.cached = cached[-cap:]
 
 
 def _ensure_cached(backend, cfg, entropy, chain, st: ClientState, u, J):
@@ -179,8 +196,7 @@ def _ensure_cached(backend, cfg, entropy, chain, st: ClientState, u, J):
     want = _batch(entropy, chain, st.cand_pos, backend.n_cols, J, st.cached, u,
                   cfg.n_candidates)
     backend.add_rows(want, cfg.max_cached_rows)
-    cached = [c for c in st.cached if c not in want] + want
-    st.cached = cached[-cfg.max_cached_rows:]
+    _keep_cached(st, want, cfg.max_cached_rows)
     st.n_passes += 1
 
 
@@ -353,15 +369,17 @@ def _ensure_rows(backend, cfg, entropy, chain, st: ClientState, S, J):
     """The blocks hold the rows a_u^T A of every u in S after this. If any is missing,
     one pass computes all of S (so that none is evicted by the others) and the next
     distinct stream entries up to ``n_candidates`` rows."""
-    if all(u in st.cached for u in S):
+    held = set(st.cached)
+    if all(u in held for u in S):
         return
     n = max(cfg.n_candidates - len(S), 0)
-    more = _batch(entropy, chain, st.cand_pos, backend.n_cols, J, list(st.cached) + list(S),
-                  None, n) if n else []
-    want = list(S) + [c for c in more if c not in S]
-    backend.add_rows(want, max(cfg.max_cached_rows, len(want)))
-    cached = [c for c in st.cached if c not in want] + want
-    st.cached = cached[-max(cfg.max_cached_rows, len(want)):]
+    more = _batch(entropy, chain, st.cand_pos, backend.n_cols, J, held | set(S), None,
+                  n) if n else []
+    inS = set(S)
+    want = list(S) + [c for c in more if c not in inS]
+    cap = max(cfg.max_cached_rows, len(want))
+    backend.add_rows(want, cap)
+    _keep_cached(st, want, cap)
     st.n_passes += 1
 
 

@@ -51,6 +51,7 @@ from ..kernels.block import (
     block_set_mask_row,
     block_traces,
 )
+from ..kernels.products import row_products
 from .checkpoint import load_blob, save_blob
 from .fingerprint import combine_digests, tile_digest
 from .memory import MASK_ROW_OPS, column_blocks
@@ -346,9 +347,9 @@ def _take_cols(spec, *tiles):
 
 
 def _products(t, Au, segs):
-    # one product per block segment: with one tile the very same products as MemoryBackend
-    AuT = Au.T
-    return np.concatenate([AuT @ t[:, lo:hi] for lo, hi in segs], axis=1)
+    # one product per block segment: with one tile the very same products as MemoryBackend;
+    # in fixed panels, so that a row's floats do not depend on the batch it came in
+    return np.concatenate([row_products(Au, t[:, lo:hi]) for lo, hi in segs], axis=1)
 
 
 def _rows_part(tile, Au, u_local, segs):
@@ -476,6 +477,11 @@ def _quadratics(held, G):
 
 def _add_rows(held, cols, rows, max_rows):
     return block_add_rows(_state(held), cols, rows, max_rows)
+
+
+def _drop_rows(held):
+    s = _state(held)
+    return s._replace(cand_cols=(), cand_rows=np.empty((0, s.cand_rows.shape[1])))
 
 
 def _inner_h(held, W):
@@ -668,6 +674,13 @@ class DaskBackend:
 
     def add_rows(self, cols, max_rows):
         cols = [int(c) for c in cols]
+        if len(cols) >= max_rows and self._held is not None:
+            # the batch evicts every cached row: free them before the pass, so that a
+            # worker holds at most two copies of a batch (summed partials, block rows)
+            self._n += 1
+            self._held = [self.ex.submit(_drop_rows, h, key=self._key("drop", b),
+                                         hint=self._hints[b])
+                          for b, h in enumerate(self._held)]
         totals = self._group_totals(_rows_part, _sum_arrays, cols)
         rows = self.ex.compute(self._per_block(totals, _assemble_rows))
         self._n += 1
@@ -856,9 +869,9 @@ def _masked_init_part(tile, Au, u_local, segs, where=None, *, K):
     t, m = _observed(raw)
     X, idx = _masked_cols(t, Au, u_local)
     C, Xc = X[:, idx[:K]], X[:, idx[K:]]
-    CT, XT = C.T, Xc.T
+    CT = C.T
     with np.errstate(over="ignore", invalid="ignore"):
-        P = np.concatenate([np.concatenate([CT @ t[:, lo:hi], XT @ t[:, lo:hi]])
+        P = np.concatenate([np.concatenate([CT @ t[:, lo:hi], row_products(Xc, t[:, lo:hi])])
                             for lo, hi in segs], axis=1)
         sq = np.concatenate([np.einsum("ij,ij->j", t[:, lo:hi], t[:, lo:hi])
                              for lo, hi in segs])

@@ -476,7 +476,7 @@ class _Fit:
     def _attempt(self, scale):
         import dask.array as da
 
-        from .summary import chain_config, summarise
+        from .summary import candidate_memory, chain_config, summarise
 
         src, p, group, layout = self.src, scale_params(self.p, scale), self.group, self.layout
         M, N = src.shape
@@ -487,7 +487,6 @@ class _Fit:
             spec.group(mode="w")
         else:
             spec = StoreSpec(local_path(self.out), self.storage_options)
-        cfg = chain_config(p, N)
         n_trace = min(int(p["n_trace_columns"]), N)
         trace_cols = (np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64))
                       if n_trace else ())
@@ -513,6 +512,8 @@ class _Fit:
                 current = (ex.client.as_current() if ex.is_distributed
                            else contextlib.nullcontext())
                 with current:
+                    # n_candidates="auto" from the workers' memory (never changes the chain)
+                    cfg = chain_config(p, N, **candidate_memory(ex, layout, p["n_chains"]))
                     source = Source(src, layout, ex, scale_log2=scale)
                     ckpt = Checkpointer(spec)
                     if not self.existing:

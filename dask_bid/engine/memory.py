@@ -21,6 +21,7 @@ from ..kernels.block import (
     block_posterior,
     block_set_mask_row,
 )
+from ..kernels.products import row_products
 
 __all__ = ["MemoryBackend", "MaskedMemoryBackend", "column_blocks", "MASK_ROW_OPS"]
 
@@ -87,7 +88,7 @@ class MemoryBackend:
         def make(i):
             a, b = self.blocks[i]
             Ab = A[:, a:b]
-            P = C.T @ Ab
+            P = row_products(C, Ab)
             s = block_init(i, a, b, P[:K], np.einsum("ij,ij->j", Ab, Ab), priors,
                            entropy, chain, trace_cols=self.trace_cols)
             return block_add_rows(s, extra, P[K:], max_rows) if extra else s
@@ -118,7 +119,8 @@ class MemoryBackend:
 
         def upd(i):
             a, b = self.blocks[i]
-            return block_add_rows(self.states[i], cols, Ac.T @ self.A[:, a:b], max_rows)
+            return block_add_rows(self.states[i], cols, row_products(Ac, self.A[:, a:b]),
+                                  max_rows)
 
         self.states = self._run(upd, list(range(len(self.blocks))))
 

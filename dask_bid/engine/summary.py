@@ -11,7 +11,8 @@ import numpy as np
 from .chain import ChainConfig, lstsq_estimate, map_estimate, refine
 from .result import TRACE_DTYPE, BIDResult
 
-__all__ = ["chain_config", "summarise", "versions", "SAMPLER_MOVES", "n_tries_for"]
+__all__ = ["chain_config", "summarise", "versions", "SAMPLER_MOVES", "n_tries_for",
+           "n_candidates_for", "candidate_row_bytes", "cluster_memory", "candidate_memory"]
 
 
 def versions():
@@ -60,37 +61,102 @@ def n_tries_for(n_tries, n_cols: int, K: int) -> int:
     return min(int(n_tries), int(n_cols) - int(K))
 
 
-#: n_candidates="auto": the candidate rows of A^T A one pass computes may take this many
-#: bytes over all blocks (8 N bytes a row), between 8 and 512 rows
-AUTO_CANDIDATE_BYTES = 32 * 2**20
+#: n_candidates="auto": at the peak of a candidate pass the batch's rows may take this
+#: fraction of the smallest worker memory limit (dask spills managed memory from 0.6 of it
+#: and pauses a worker at 0.8; the rest of a block state and one tile are small beside it)
+CANDIDATE_MEMORY_FRACTION = 0.5
+#: ... and this many bytes (per worker, or in all for an in-memory or synchronous fit)
+#: when no worker memory limit is known
+DEFAULT_CANDIDATE_BYTES = 512 * 2**20
 
 
-def n_candidates_for(n_candidates, n_cols: int, n_iter: int, per_iter: int = 1) -> int:
+def cluster_memory(ex):
+    """(smallest memory limit among the workers in bytes or None, number of workers) of
+    an executor (``engine/cluster.py``); (None, 0) for the synchronous one. Workers
+    started without a limit report 0 and are left out; None when none has one."""
+    if not getattr(ex, "is_distributed", False):
+        return None, 0
+    workers = ex.client.scheduler_info(n_workers=-1)["workers"]
+    limits = [int(w.get("memory_limit") or 0) for w in workers.values()]
+    known = [m for m in limits if m > 0]
+    return (min(known) if known else None), len(limits)
+
+
+def candidate_row_bytes(n_cols, *, blocks=None, n_workers=0, n_chains=1, group_width=None,
+                        n_row_tiles=1, fan_in=8):
+    """Bytes one worker holds per row of a candidate batch at the peak of a pass.
+
+    The blocks (round-robin over the workers) hold their slices of the rows: a worker
+    with ``c`` of the columns holds ``8 c`` bytes a row, twice at the peak (the summed
+    partials before they are cut into block slices, and the block slices; the previous
+    batch is dropped before the pass and the new one is kept as received). With several
+    row tiles a reduction node also holds up to ``fan_in + 1`` partials of its column
+    group, ``8 (fan_in + 1) group_width`` bytes a row. Without workers (``n_workers=0``:
+    an in-memory or synchronous fit) one process holds every block.
+    """
+    widths = [b - a for a, b in blocks] if blocks else [int(n_cols)]
+    per = [0] * max(int(n_workers), 1)
+    for i, w in enumerate(widths):
+        per[i % len(per)] += w
+    cols = max(per) * max(int(n_chains), 1)
+    tree = 0
+    if n_row_tiles > 1:
+        tree = (min(int(fan_in), int(n_row_tiles)) + 1) * int(group_width or n_cols)
+    return 8 * (2 * cols + tree)
+
+
+def candidate_memory(ex, layout, n_chains=1):
+    """``chain_config``'s ``memory`` and ``row_bytes`` for the executor ``ex`` and the
+    engine's ``layout`` (``dask_backend.plan_layout``)."""
+    from .dask_backend import FAN_IN
+
+    memory, n_workers = cluster_memory(ex)
+    return {"memory": memory, "row_bytes": candidate_row_bytes(
+        layout.shape[1], blocks=layout.blocks, n_workers=n_workers, n_chains=n_chains,
+        group_width=max(b - a for a, b in layout.groups), n_row_tiles=len(layout.row_tiles),
+        fan_in=FAN_IN)}
+
+
+def n_candidates_for(n_candidates, n_cols: int, n_iter: int, per_iter: int = 1, *,
+                     memory=None, row_bytes=None) -> int:
     """Swap candidates computed per pass: ``n_candidates`` itself, or for ``"auto"`` as
-    many rows as :data:`AUTO_CANDIDATE_BYTES` holds (8 to 512, at most what the whole
-    chain draws, ``n_iter * per_iter + 1``; ``per_iter`` candidates per iteration):
-    every proposal needs its own row whatever the batching, so larger batches cost
-    memory, not arithmetic, and save passes over A."""
+    many rows as fit in :data:`CANDIDATE_MEMORY_FRACTION` of ``memory`` (the smallest
+    worker memory limit; :data:`DEFAULT_CANDIDATE_BYTES` when it is None) at
+    ``row_bytes`` a row (:func:`candidate_row_bytes`; by default two copies of a row of
+    all ``n_cols`` columns), at least 8, and at most what the whole chain draws
+    (``n_iter * per_iter + 1``; ``per_iter`` candidates per iteration) or all ``n_cols``
+    rows of A^T A (held whole, no pass after the first). Every proposal needs its own row
+    however they are batched, so larger batches cost memory, not arithmetic, and save
+    passes over A; the chain is the same for every batch size."""
     if n_candidates != "auto":
         return int(n_candidates)
-    fit = AUTO_CANDIDATE_BYTES // (8 * max(int(n_cols), 1))
-    return int(max(8, min(512, fit, int(n_iter) * max(int(per_iter), 1) + 1)))
+    budget = CANDIDATE_MEMORY_FRACTION * memory if memory else DEFAULT_CANDIDATE_BYTES
+    per_row = row_bytes or candidate_row_bytes(n_cols)
+    fit = int(budget // per_row)
+    draws = int(n_iter) * max(int(per_iter), 1) + 1
+    return int(max(8, min(fit, draws, max(int(n_cols), 1))))
 
 
-def chain_config(p, n_cols: int) -> ChainConfig:
+def chain_config(p, n_cols: int, *, memory=None, row_bytes=None) -> ChainConfig:
+    """The chain's settings from the validated parameters ``p``; ``memory`` and
+    ``row_bytes`` size ``n_candidates="auto"`` (:func:`n_candidates_for`)."""
     move, score = SAMPLER_MOVES[p["sampler"]]
     m = n_tries_for(p.get("n_tries", 1), n_cols, p["n_components"]) if move == "collapsed" \
         else 1
     per_iter = 1
     if move == "collapsed":  # the collapsed set, the pivot attempts, the annealed swaps
         per_iter = m + int(p.get("n_pivot", 0)) + (1 if p.get("n_anneal", 0) else 0)
-    nc = n_candidates_for(p["n_candidates"], n_cols, p["n_iter"], per_iter)
+    nc = n_candidates_for(p["n_candidates"], n_cols, p["n_iter"], per_iter, memory=memory,
+                          row_bytes=row_bytes)
     if move == "collapsed" and p.get("n_tries") == "all":
         nc = max(nc, m)  # every row of A^T A once, in the first pass
+    # "auto": a pass replaces the whole cache (its batch holds every row the move needs),
+    # so a worker never holds an old batch beside a new one
+    cached = nc if p["n_candidates"] == "auto" else max(4 * nc, 16, nc + m)
     return ChainConfig(n_components=p["n_components"], priors=p["priors"],
                        sampler=move, n_iter=p["n_iter"],
                        burn_in=p["burn_in"], thin=p["thin"], temperature=p["temperature"],
-                       n_candidates=nc, max_cached_rows=max(4 * nc, 16, nc + m),
+                       n_candidates=nc, max_cached_rows=cached,
                        point_estimate=p["point_estimate"], proposal_init=p["proposal_init"],
                        w_init="prior" if isinstance(p["init"], str) and p["init"] == "random"
                        else "lstsq", swap_score=score, n_tries=m,

@@ -170,9 +170,14 @@ def block_column(state: BlockState, col: int, proposal: bool = False):
 def block_add_rows(state: BlockState, cols, rows, max_rows: int):
     """Cache rows a_u^T A[:, block] of swap candidates, oldest evicted first."""
     cols = tuple(int(c) for c in cols)
-    keep = [i for i, c in enumerate(state.cand_cols) if c not in cols]
+    new = set(cols)
+    keep = [i for i, c in enumerate(state.cand_cols) if c not in new]
+    if len(cols) >= max_rows:
+        keep = []  # every old row would be evicted: no copy of them
     all_cols = tuple(state.cand_cols[i] for i in keep) + cols
-    all_rows = np.concatenate([state.cand_rows[keep], np.asarray(rows, dtype=np.float64)])
+    rows = np.asarray(rows, dtype=np.float64)
+    # a batch that replaces the whole cache is kept as received (no second copy of it)
+    all_rows = np.concatenate([state.cand_rows[keep], rows]) if keep else rows
     if len(all_cols) > max_rows:
         all_cols = all_cols[-max_rows:]
         all_rows = all_rows[-max_rows:]
