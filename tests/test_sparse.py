@@ -339,3 +339,16 @@ def test_a_newer_store_version_is_refused(tmp_path):
     with pytest.raises(CorruptStoreError, match="version 2; this dask_bid reads "
                                                 "'dask_bid.csc' up to version 1"):
         bayesian_id(str(tmp_path / "X.zarr"), K, **KW, **SYNC)
+
+
+def test_huge_values_are_rescaled_as_in_memory():
+    # max|A| near 1e200: found by the first pass over the observed entries, fitted as
+    # A / 2^e as the in-memory masked fit is
+    A = _matrix(7) * 1e200
+    with pytest.warns(RuntimeWarning, match="reported as inf"):
+        mem = bayesian_id(A, K, **KW)
+    with pytest.warns(RuntimeWarning, match="reported as inf"):
+        spr = bayesian_id(_coo(A), K, **KW)
+    assert spr.params["input_scale_log2"] == mem.params["input_scale_log2"] == 500
+    np.testing.assert_array_equal(spr.draws_columns, mem.draws_columns)
+    np.testing.assert_allclose(spr.components, mem.components, rtol=0, atol=1e-9)
