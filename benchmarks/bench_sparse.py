@@ -204,7 +204,7 @@ def large(args):
 
             def cb(st):
                 stamps.append(time.perf_counter())
-                if st.iteration % 10 == 0:
+                if st.iteration % 5 == 0 or st.iteration < 5:
                     print(f"iteration {st.iteration} at {stamps[-1] - t0:.1f} s", file=log,
                           flush=True)
 

@@ -166,13 +166,51 @@ class SparseZarrReader:
         return local, rows, vals
 
     def read_columns(self, cols):
-        """CSC arrays of the columns ``cols`` (any order, repeats allowed)."""
-        parts = [self.read_cols(int(c), int(c) + 1) for c in cols]
-        counts = np.array([p[1].size for p in parts], dtype=np.int64)
+        """CSC arrays of the columns ``cols`` (any order, repeats allowed). The entries
+        of each column block are read in one selection, so a Zarr chunk holding several
+        of the columns is decoded once."""
+        cols = np.asarray([int(c) for c in cols], dtype=np.int64)
+        ptr_all = self.indptr
+        counts = ptr_all[cols + 1] - ptr_all[cols]
         ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        rows = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int64)
-        vals = np.concatenate([p[2] for p in parts]) if parts else np.empty(0)
+        rows = np.empty(int(ptr[-1]), dtype=np.int64)
+        vals = np.empty(int(ptr[-1]))
+        blk = np.searchsorted(self.block_edges, cols, side="right") - 1
+        for b in np.unique(blk):
+            which = np.flatnonzero(blk == b)
+            # global entries of these columns, and where they go in the output
+            src = np.concatenate([np.arange(ptr_all[cols[j]], ptr_all[cols[j] + 1])
+                                  for j in which]).astype(np.int64)
+            dst = np.concatenate([np.arange(ptr[j], ptr[j + 1]) for j in which])
+            if src.size:
+                r, v = self._points(int(b), src)
+                rows[dst], vals[dst] = r, v
+        if self.scale_log2:
+            vals = np.ldexp(vals, -self.scale_log2)
         return ptr, rows, vals
+
+    def _points(self, b, entries):
+        """(rows, values) of the given global entries of column block b."""
+        base = int(self.indptr[self.block_edges[b]])
+        g = self.group[f"blocks/b{b:05d}"]
+        idx = entries - base
+        lo, hi = int(idx.min()), int(idx.max()) + 1
+        if hi - lo <= 4 * idx.size:  # nearly contiguous: one slice
+            r = self._get(g["indices"], slice(lo, hi))[idx - lo]
+            v = self._get(g["data"], slice(lo, hi))[idx - lo]
+        else:
+            r = self._get_points(g["indices"], idx)
+            v = self._get_points(g["data"], idx)
+        return np.asarray(r, dtype=np.int64), np.asarray(v, dtype=np.float64)
+
+    def _get_points(self, arr, idx):
+        try:
+            return arr.get_coordinate_selection(idx)
+        except Exception as exc:
+            raise CorruptStoreError(
+                f"cannot read the sparse store at {self.path!r} ({arr.path}): "
+                f"{type(exc).__name__}: {exc}. The store is damaged; convert the matrix "
+                "again.") from exc
 
     def column_counts(self):
         return np.diff(self.indptr)
@@ -204,6 +242,9 @@ class SparseMemoryReader(SparseZarrReader):
 
     def _block(self, b, e0, e1):
         return self._indices[e0:e1], self._data[e0:e1]
+
+    def _points(self, b, entries):
+        return self._indices[entries], self._data[entries]
 
 
 @dataclass(frozen=True)
