@@ -401,9 +401,12 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path):
     d, _, _ = data
     out = tmp_path / "r.zarr"
     # long enough (400 iterations: about 1 s on a fast machine, 15 s on a busy one) that the
-    # interrupt lands mid-fit; short enough that the three fits stay quick
+    # interrupt lands mid-fit; short enough that the three fits stay quick. The subject is
+    # the interrupt, not the sampler: collapsed swaps only (the pivot swaps and the warm-up
+    # resume bitwise in test_engine_faults.py)
     base = ["fit", d / "a.npy", "--k", "3", "--out", out, "--n-iter", "400", "--burn-in",
-            "10", "--seed", "3", "--scheduler", "synchronous", "--checkpoint-every", "5"]
+            "10", "--seed", "3", "--scheduler", "synchronous", "--checkpoint-every", "5",
+            "--n-pivot", "0", "--tempered-warmup", "0"]
     p = subprocess.Popen([sys.executable, "-m", "dask_bid.interface.cli", *map(str, base)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # wait until the fit has written its first checkpoint, then interrupt it once: even

@@ -35,8 +35,10 @@ M, N, K = 300, 200, 5
 # which makes all its 3 passes in them (at iterations 5, 10 and 23).
 KW = dict(n_iter=30, burn_in=10, thin=2, random_state=11, block_size=50, checkpoint_every=10,
           n_candidates=61)
-# the lineage test runs 60 iterations: 6 cuts, and a growing graph would gain ~350 tasks
-KW60 = {**KW, "n_iter": 60, "burn_in": 20}
+# the lineage test runs 60 iterations: 6 cuts, and a growing graph would gain ~350 tasks.
+# Its subject is the graph, not the sampler: without the pivot swaps and the tempered
+# warm-up an iteration makes half the round trips (the suite's time, README)
+KW60 = {**KW, "n_iter": 60, "burn_in": 20, "n_pivot": 0, "tempered_warmup": 0}
 # 5 row tiles x 2 column groups: the gather path and the fixed reduction tree are exercised
 TILES = (64, 100)
 
@@ -62,7 +64,7 @@ def reference(store):
 
 @pytest.fixture(scope="module")
 def reference60(store):
-    """The 60-iteration chain on the synchronous path."""
+    """The 60-iteration chain (collapsed swaps only) on the synchronous path."""
     return bayesian_id(store, K, client="synchronous", chunks=TILES, **KW60)
 
 
@@ -117,15 +119,15 @@ def test_local_clusters_match_sync(store, reference, n_workers, processes, reque
     if (n_workers, processes) == (2, True):
         _, client = request.getfixturevalue("two_processes")
         res = bayesian_id(store, K, client=client, chunks=TILES, **KW)
-        # a second fit on the same cluster: no state leaks between fits
+        # a second fit on the same cluster: no state leaks between fits (once, on the
+        # cluster whose workers keep their memory between fits)
         res2 = bayesian_id(store, K, client=client, chunks=TILES, **KW)
+        assert_same_chain(reference, res2)
     else:
         with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes,
                           dashboard_address=":0") as cluster, Client(cluster) as client:
             res = bayesian_id(store, K, client=client, chunks=TILES, **KW)
-            res2 = bayesian_id(store, K, client=client, chunks=TILES, **KW)
     assert_same_chain(reference, res)
-    assert_same_chain(reference, res2)
 
 
 @_SHARED
