@@ -86,13 +86,13 @@ def _text_chunks(path, sep, columns, header, quiet):
     are not numbers. Comment lines (#) and blank lines are skipped."""
     size = os.path.getsize(path)
     bar = _progress(size, f"reading {os.path.basename(path)}", "B", quiet)
-    ncol = max(columns) + 1
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             nums, lines = [], []
             first = True
+            seen = 0  # characters read since the bar's last update (one update a chunk)
             for lineno, text in enumerate(fh, start=1):
-                bar.update(len(text))
+                seen += len(text)
                 s = text.strip()
                 if not s or s.startswith("#"):
                     continue
@@ -105,15 +105,18 @@ def _text_chunks(path, sep, columns, header, quiet):
                 nums.append(lineno)
                 lines.append(s)
                 if len(lines) >= LINES_PER_CHUNK:
-                    yield _parse_chunk(path, nums, lines, sep, columns, ncol)
+                    bar.update(seen)
+                    seen = 0
+                    yield _parse_chunk(path, nums, lines, sep, columns)
                     nums, lines = [], []
+            bar.update(seen)
             if lines:
-                yield _parse_chunk(path, nums, lines, sep, columns, ncol)
+                yield _parse_chunk(path, nums, lines, sep, columns)
     finally:
         bar.close()
 
 
-def _parse_chunk(path, nums, lines, sep, columns, ncol):
+def _parse_chunk(path, nums, lines, sep, columns):
     try:
         arr = np.loadtxt(lines, delimiter=sep, usecols=columns, dtype=np.float64, ndmin=2,
                          comments=None)
