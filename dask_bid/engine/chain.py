@@ -58,6 +58,10 @@ class ChainConfig(NamedTuple):
     temperature: float = 1.0
     n_candidates: int = 8
     max_cached_rows: int = 32
+    # a pass replaces the whole cache (n_candidates="auto"): its batch is the next
+    # ``n_candidates`` stream entries whether cached or not, so that no row still to be
+    # used is evicted (at most one move's candidates are computed twice)
+    replace_cache: bool = False
     max_tracked_sets: int = 16
     point_estimate: str = "mode"
     proposal_init: str = "copy"
@@ -193,8 +197,8 @@ def _ensure_cached(backend, cfg, entropy, chain, st: ClientState, u, J):
     ``n_candidates`` proposals."""
     if u in st.cached:
         return
-    want = _batch(entropy, chain, st.cand_pos, backend.n_cols, J, st.cached, u,
-                  cfg.n_candidates)
+    want = _batch(entropy, chain, st.cand_pos, backend.n_cols, J,
+                  () if cfg.replace_cache else st.cached, u, cfg.n_candidates)
     backend.add_rows(want, cfg.max_cached_rows)
     _keep_cached(st, want, cfg.max_cached_rows)
     st.n_passes += 1
@@ -373,8 +377,8 @@ def _ensure_rows(backend, cfg, entropy, chain, st: ClientState, S, J):
     if all(u in held for u in S):
         return
     n = max(cfg.n_candidates - len(S), 0)
-    more = _batch(entropy, chain, st.cand_pos, backend.n_cols, J, held | set(S), None,
-                  n) if n else []
+    more = _batch(entropy, chain, st.cand_pos, backend.n_cols, J,
+                  set(S) if cfg.replace_cache else held | set(S), None, n) if n else []
     inS = set(S)
     want = list(S) + [c for c in more if c not in inS]
     cap = max(cfg.max_cached_rows, len(want))

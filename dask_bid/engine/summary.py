@@ -157,6 +157,7 @@ def chain_config(p, n_cols: int, *, memory=None, row_bytes=None) -> ChainConfig:
                        sampler=move, n_iter=p["n_iter"],
                        burn_in=p["burn_in"], thin=p["thin"], temperature=p["temperature"],
                        n_candidates=nc, max_cached_rows=cached,
+                       replace_cache=p["n_candidates"] == "auto",
                        point_estimate=p["point_estimate"], proposal_init=p["proposal_init"],
                        w_init="prior" if isinstance(p["init"], str) and p["init"] == "random"
                        else "lstsq", swap_score=score, n_tries=m,

@@ -1,0 +1,175 @@
+"""Wide matrices (issue 13.1): the candidate batch sized from the workers' memory, rows and
+chains independent of the batch, bounded passes, and nothing of size N for the client."""
+
+from __future__ import annotations
+
+import math
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from dask.sizeof import sizeof
+from distributed import Client, LocalCluster
+
+from dask_bid.engine import to_zarr
+from dask_bid.engine.cluster import DistributedExecutor, SyncExecutor
+from dask_bid.engine.dask_backend import plan_layout
+from dask_bid.engine.summary import (
+    CANDIDATE_MEMORY_FRACTION,
+    DEFAULT_CANDIDATE_BYTES,
+    candidate_memory,
+    candidate_row_bytes,
+    chain_config,
+)
+from dask_bid.interface import bayesian_id
+from dask_bid.interface._params import validate_params
+from dask_bid.interface.functional import DEFAULTS
+from dask_bid.kernels.products import ROW_PANEL, row_products
+
+pytestmark = pytest.mark.timeout(300)
+
+# a wide matrix whose candidate rows are large beside a small worker memory limit
+M, N, K = 16, 12_000, 3
+N_ITER = 12
+KW = dict(n_iter=N_ITER, burn_in=4, thin=1, random_state=5)
+PER_ITER = 8 + 8 + 1  # n_tries + n_pivot + the annealed swap
+
+
+def _equal(a, b):
+    for f in ("columns", "components", "components_sd", "draws_sigma2", "draws_sse",
+              "draws_columns", "inclusion_probability"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+    for f in ("mse", "sigma2", "accepted", "accept_prob"):
+        np.testing.assert_array_equal(a.trace[f], b.trace[f], err_msg=f)
+    assert a.mse == b.mse and a.sigma2 == b.sigma2
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    rng = np.random.default_rng(3)
+    A = (rng.standard_normal((M, K)) @ rng.uniform(-1, 1, (K, N))
+         + 0.05 * rng.standard_normal((M, N)))
+    return A, to_zarr(A, tmp_path_factory.mktemp("wide") / "A.zarr")
+
+
+def _params(**kw):
+    return validate_params(dict(DEFAULTS, n_components=K, **dict(KW, **kw)), N)
+
+
+@pytest.fixture(scope="module")
+def small_cluster():
+    """Two in-process workers that report a 60 MB memory limit (the memory monitor is
+    off: in one process it would count the test's own memory)."""
+    off = {f"distributed.worker.memory.{k}": False
+           for k in ("target", "spill", "pause", "terminate")}
+    with dask.config.set(off), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                         memory_limit="60MB", dashboard_address=":0") as cl, \
+            Client(cl) as client:
+        yield client
+
+
+def test_row_products_do_not_depend_on_the_batch():
+    # a plain U.T @ T gives a row other floats in other batch sizes (OpenBLAS picks its
+    # kernels by shape); the panels give every row the same floats in every batch
+    rng = np.random.default_rng(0)
+    T = rng.standard_normal((1000, 700))
+    cols = rng.permutation(700)[:300]
+    ref = {}
+    for m in (1, 5, ROW_PANEL, ROW_PANEL + 1, 2 * ROW_PANEL + 3, 300):
+        for _ in range(2):
+            pick = rng.permutation(cols)[:m]
+            out = row_products(np.ascontiguousarray(T[:, pick]), T[:, 100:650])
+            np.testing.assert_allclose(out, T[:, pick].T @ T[:, 100:650], rtol=1e-12,
+                                       atol=1e-9)
+            for s, c in enumerate(pick):
+                if c in ref:
+                    np.testing.assert_array_equal(out[s], ref[c], err_msg=f"m={m} col {c}")
+                ref.setdefault(c, out[s])
+
+
+def test_the_batch_follows_the_workers_memory(small_cluster):
+    layout = plan_layout((M, N), ((M,), (N // 4,) * 4), K)
+    p = _params(n_iter=400)  # 6801 draws: the memory decides
+    small = candidate_memory(DistributedExecutor(small_cluster), layout)
+    assert small["memory"] == 60 * 10**6
+    # two copies of a worker's share of every row (its blocks: every other one), no tree
+    share = max(sum(b - a for a, b in layout.blocks[w::2]) for w in range(2))
+    assert small["row_bytes"] == candidate_row_bytes(N, blocks=layout.blocks, n_workers=2)
+    assert small["row_bytes"] == 2 * 8 * share
+    nc_small = chain_config(p, N, **small).n_candidates
+    assert nc_small == int(CANDIDATE_MEMORY_FRACTION * 60e6 // (16 * share))
+    # twice the memory, twice the batch (up to rounding)
+    nc_big = chain_config(p, N, memory=120 * 10**6, row_bytes=small["row_bytes"]).n_candidates
+    assert nc_big in (2 * nc_small, 2 * nc_small + 1)
+    # without a known limit (synchronous, in memory): the documented default
+    sync = candidate_memory(SyncExecutor(), layout)
+    assert sync["memory"] is None
+    nc_sync = chain_config(p, N, **sync).n_candidates
+    assert nc_sync == int(DEFAULT_CANDIDATE_BYTES // (16 * N))
+    # at most what the chain draws
+    assert chain_config(_params(n_iter=6), N, **small).n_candidates == 6 * PER_ITER + 1
+    # several chains share the workers: each gets its part
+    two = candidate_memory(DistributedExecutor(small_cluster), layout, n_chains=2)
+    assert two["row_bytes"] == 2 * small["row_bytes"]
+    # explicit values stay as given
+    assert chain_config(_params(n_candidates=7, n_iter=400), N, **small).n_candidates == 7
+
+
+def test_small_memory_gives_more_passes_and_the_same_chain(wide, small_cluster):
+    A, z = wide
+    layout = plan_layout((M, N), da.from_zarr(z).chunks, K)
+    nc = chain_config(_params(), N, **candidate_memory(DistributedExecutor(small_cluster),
+                                                        layout)).n_candidates
+    draws = N_ITER * PER_ITER + 1
+    assert 2 * PER_ITER < nc < draws, "the test needs a batch below the chain's draws"
+    last = []
+    on_cluster = bayesian_id(z, K, client=small_cluster, callback=lambda st: last.append(
+        st.cand_pos), **KW)
+    # the synchronous path batches every draw (the default budget): no pass after the first
+    sync = bayesian_id(z, K, client="synchronous", **KW)
+    assert sync.n_passes == 0
+    # the small batch costs passes: the first covers nc stream entries, each later one
+    # (the next nc from the move that missed) at least nc - 8 more (8: a move's set)
+    used = last[-1]  # stream entries the chain consumed (pivot redraws included)
+    assert 1 <= on_cluster.n_passes <= math.ceil((used - nc) / (nc - 8))
+    _equal(on_cluster, sync)
+
+
+@pytest.mark.parametrize("where", ["memory", "synchronous"])
+def test_chains_do_not_depend_on_the_batch_size(where):
+    # tiles of 1000 rows: the shape at which plain products gave other floats per batch
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((1000, 3)) @ rng.uniform(-1, 1, (3, 300)) \
+        + 0.05 * rng.standard_normal((1000, 300))
+    kw = dict(n_iter=15, burn_in=5, thin=1, random_state=2)
+    if where == "synchronous":
+        kw["client"] = "synchronous"
+    runs = [bayesian_id(A, 3, n_candidates=nc, **kw) for nc in (8, 61, "auto")]
+    assert runs[0].n_passes > runs[1].n_passes > runs[2].n_passes == 0
+    _equal(runs[0], runs[1])
+    _equal(runs[0], runs[2])
+
+
+def test_the_client_never_receives_an_n_vector(wide, small_cluster, monkeypatch):
+    # what the client gathers during the iterations (all but the first and the summary):
+    # scalars, K-vectors and per-candidate shares, never a row or column of size N
+    A, z = wide
+    sizes, in_chain = [], [False]
+    gather = DistributedExecutor.gather
+
+    def measured(self, handles):
+        out = gather(self, handles)
+        if in_chain[0]:
+            sizes.append(sizeof(out))
+        return out
+
+    def callback(state):
+        in_chain[0] = 1 <= state.iteration < N_ITER
+
+    monkeypatch.setattr(DistributedExecutor, "gather", measured)
+    bayesian_id(z, K, client=small_cluster, callback=callback, **KW)
+    assert len(sizes) > 5 * (N_ITER - 2)
+    # the largest (~6 kB here: the pivot attempts' K-vectors) is a fraction of one N-vector
+    assert max(sizes) < 8 * N / 10, max(sizes)
