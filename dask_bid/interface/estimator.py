@@ -153,8 +153,10 @@ class BayesianID:
     n_candidates : int or "auto", default="auto"
         Swap candidates whose rows of A^T A are computed per streaming pass. Every
         proposal needs its own row however they are batched, so a larger batch costs
-        memory (8 N bytes a row), not arithmetic, and saves passes over A. "auto": as
-        many as 32 MiB hold, between 8 and 512.
+        memory (8 N bytes a row), not arithmetic, and saves passes over A; the chain
+        is the same for every batch size. "auto": as many as half the smallest worker
+        memory limit holds (512 MiB without a known limit), at most every row of A^T A
+        (docs/engine.md, "Candidate batches").
     block_size : int or None
         Columns per block of W (None: split in ``n_threads`` blocks).
     n_threads : int, default=2
