@@ -115,6 +115,41 @@ def test_quick_run_synthetic(runner, tmp_path):
         assert (img / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
 
 
+def test_heldout_evaluation_runs_and_is_reported(runner, tmp_path):
+    """--heldout runs benchmarks/bench_heldout.py's evaluation for the selected datasets
+    (resumable) and results.md shows its table, rendered from its store."""
+    rng = np.random.default_rng(3)
+    data = tmp_path / "data"
+    _write_synthetic(data, rng)
+    held = tmp_path / "heldout.json"
+    report = tmp_path / "results.md"
+    args = ["--data", str(data), "--quick", "--out", str(tmp_path / "runs.json"),
+            "--report", str(report), "--img-dir", str(tmp_path / "img"), "--keep-stale",
+            "--datasets", "ccle_ec50", "--methods", "cpqr", "--k", "5",
+            "--heldout-out", str(held)]
+    runner.main(args)
+    text = report.read_text()
+    assert "## Held-out error (10 % of the observed entries)" in text
+    assert "Not run in this reproduction" in text and not held.exists()
+
+    runner.main([*args, "--heldout"])
+    recs = json.loads(held.read_text())
+    hm = runner.heldout_module()
+    # one seed (--quick), K = 5: every method once, the split shared by all of them
+    assert sorted(r["method"] for r in recs.values()) == sorted(hm.METHODS)
+    assert {(r["dataset"], r["seed"]) for r in recs.values()} == {("ccle_ec50", 0)}
+    assert len({r["n_heldout"] for r in recs.values()}) == 1
+    for r in recs.values():
+        assert math.isfinite(r["rmse_heldout"]) and r["K"] in (5, None)
+    text = report.read_text()
+    assert "Not run in this reproduction" not in text
+    mean = recs[hm.record_key("ccle_ec50", None, "col_mean", 0, 40)]["rmse_heldout"]
+    assert "| ccle_ec50 | 5 | " in text and f"{mean:.4f} (1 seed)" in text
+    before = held.read_text()
+    runner.main([*args, "--heldout"])  # resumed: nothing is refitted
+    assert held.read_text() == before
+
+
 def test_headline_is_the_library_default(runner):
     # the headline runs BayesianID's defaults (the exact collapsed sampler); the paper
     # variant runs PAPER_SETTINGS (Algorithm 2) and the search variant the optimisation
