@@ -157,6 +157,43 @@ def _next_candidate(entropy, chain, st: ClientState, n_cols, J):
             return u, pos
 
 
+def _next_candidates(entropy, chain, pos, n_cols, J, n):
+    """The ``n`` columns that ``n`` calls of :func:`_next_candidate` from stream position
+    ``pos`` would return, without advancing the chain's position."""
+    inJ = set(int(j) for j in J)
+    out = []
+    while len(out) < n:
+        u = _candidate(entropy, chain, pos, n_cols)
+        pos += 1
+        if u not in inJ:
+            out.append(u)
+    return out
+
+
+#: Whether a move asks its blocks for the columns (H[:, c], ||a_c||^2) the next move will
+#: need, with its own results (see :func:`_columns`). It saves the collapsed sampler two
+#: of its five round trips an iteration and never changes the chain (a peeked column is
+#: the same floats as a fetched one; tests/test_pivot.py runs both ways).
+PEEK_COLUMNS = True
+#: the most columns a peek carries (n_tries="all" would ask for every column)
+MAX_PEEK = 64
+
+
+def _columns(backend, st: ClientState, cols):
+    """[(H[:, c], ||a_c||^2) for c in cols]: from ``st.peek`` when the previous move
+    prefetched all of them under the current basis, else in one round trip. The peek is
+    consumed either way: it is valid only until the blocks' basis next changes."""
+    peek, st.peek = st.peek, {}
+    got = [peek.get((int(c), False)) for c in cols]
+    if all(x is not None for x in got):
+        return got
+    return backend.columns(cols)
+
+
+def _anneals(cfg, t) -> bool:
+    return bool(cfg.n_anneal) and t % cfg.anneal_every == 0
+
+
 def _batch(entropy, chain, pos, n_cols, J, cached, first, n):
     """``first`` and the next distinct stream entries from ``pos`` on that are neither in
     J nor cached, ``n`` in all (fewer if 50 n entries do not hold them).
@@ -399,7 +436,8 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
     annealed = False
     if cfg.n_pivot:
         annealed = _move_pivot(backend, cfg, entropy, chain, st, g) > 0
-    if cfg.n_anneal and st.iteration % cfg.anneal_every == 0:
+    if _anneals(cfg, st.iteration):
+        st.peek = {}  # the annealed move changes the blocks' state
         took, _ = _move_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g,
                                  retained)
         _finish_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, None, took)
@@ -411,7 +449,7 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
     S, pos = _candidate_set(entropy, chain, st, backend.n_cols, st.J, cfg.n_tries)
     _ensure_rows(backend, cfg, entropy, chain, st, S, st.J)
     st.cand_pos = pos
-    cols = backend.columns(S)
+    cols = _columns(backend, st, S)
     g_rows = np.stack([proposal_gram(st.G, k, c, sq)[1] for c, sq in cols])
     bad = [cfg.avoid_degenerate and _in_span(st.G, k, c, sq) for c, sq in cols]
     ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
@@ -429,8 +467,13 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
         _swap_basis(st, k, u, cols[choice - 1][0], cols[choice - 1][1])
         ctx = ctx._replace(G=st.G, accept=True, u=u, choice=choice - 1)
     record = _record(cfg, st, st.J) if retained else None
+    # the next iteration's first pivot attempts: their columns under the basis this
+    # iteration ends with come back with the sweep
+    peek = tuple((u, False) for u in _next_candidates(
+        entropy, chain, st.cand_pos, backend.n_cols, st.J, cfg.n_pivot)) \
+        if PEEK_COLUMNS and 0 < cfg.n_pivot <= MAX_PEEK else ()
     _finish(backend, block_collapsed_finish, ctx._replace(record=record), cfg, entropy, chain,
-            st, norm_a2, n_obs, g)
+            st, norm_a2, n_obs, g, peek=peek)
     return accepted or annealed, prob
 
 
@@ -486,7 +529,7 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
             st.cand_pos = pos
             atts.append((k, u))
         _ensure_rows(backend, cfg, entropy, chain, st, sorted({u for _, u in atts}), st.J)
-        cols = backend.columns([u for _, u in atts])
+        cols = _columns(backend, st, [u for _, u in atts])
         # per attempt: None (rejected before scoring) or (its index in ``sent``, G', log|det|)
         plan, sent = [], []
         for (k, u), (gcol, squ) in zip(atts, cols, strict=True):
@@ -502,14 +545,23 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
             # iteration, which is all that draws from it
             sent.append(PivotAttempt(k=k, p=p, u=int(u), d=d, gs=gs, ss=ss, forward=forward,
                                      gnew=gnew, squ=float(squ), sub=done + len(sent)))
+        # the collapsed swap's candidates, drawn next if no attempt is accepted (and no
+        # annealed move comes between): their columns come back with the scores
+        peek = ()
+        if PEEK_COLUMNS and sent and not _anneals(cfg, st.iteration):
+            S, _ = _candidate_set(entropy, chain, st, n_cols, st.J, cfg.n_tries)
+            if len(S) <= MAX_PEEK:
+                peek = tuple((int(c), False) for c in S)
         ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=pri,
-                          sigma2=st.sigma2, G=st.G, J=st.J, pivot=tuple(sent))
+                          sigma2=st.sigma2, G=st.G, J=st.J, pivot=tuple(sent), peek=peek)
         totals = np.zeros(len(sent))
         info = {}
         if sent:
-            for tot, part in backend.map(block_pivot_score, ctx):
+            for tot, part, *peeked in backend.map(block_pivot_score, ctx):
                 totals += tot
                 info.update(part)
+                for d in peeked:
+                    st.peek.update(d)
         took = False
         for (k, u), planned, (gcol, squ) in zip(atts, plan, cols, strict=True):
             done += 1
@@ -534,8 +586,9 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
             if cfg.temperature != 1.0:
                 log_a /= cfg.temperature
             if math.log(g.random()) < log_a:
+                st.peek = {}  # peeked under the basis this swap leaves
                 backend.map(block_pivot_apply, ctx._replace(pivot=(att._replace(
-                    w_new=tuple(w_new)),)))
+                    w_new=tuple(w_new)),), peek=()))
                 _swap_basis(st, k, int(u), gcol, squ)
                 accepted += 1
                 took = True
@@ -545,14 +598,20 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
     return accepted
 
 
-def _finish(backend, fn, ctx, cfg, entropy, chain, st, norm_a2, n_obs, g):
+def _finish(backend, fn, ctx, cfg, entropy, chain, st, norm_a2, n_obs, g, peek=()):
     """The second half of a swap (``fn``: apply it, sweep W), then sigma^2. With
     ``cfg.score_visited`` the blocks also return the least-squares bound of a basis not
-    scored yet, which decides whether it gets its exact score."""
+    scored yet, which decides whether it gets its exact score; with ``peek`` (``fn``
+    :func:`block_collapsed_finish`) the peeked columns under the new basis, kept in
+    ``st.peek`` for the next move."""
     key = tuple(int(j) for j in np.sort(st.J))
     box = cfg.score_visited and key not in st.scored
     P = np.linalg.pinv(st.G, hermitian=True) if box else None
-    res = backend.map(fn, ctx._replace(box_score=box, P2=P))
+    res = backend.map(fn, ctx._replace(box_score=box, P2=P, peek=peek))
+    if peek:
+        st.peek = {}
+        for r in res:
+            st.peek.update(r[-1])
     st.sse = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
     if box:
         _score_bounded(backend, cfg, entropy, chain, st, norm_a2, key,

@@ -167,6 +167,14 @@ def block_column(state: BlockState, col: int, proposal: bool = False):
     return H[:, j].copy(), float(state.sq[j])
 
 
+def _peeked(state: BlockState, peek) -> dict:
+    """{(col, proposal): block_column(...)} for the peeked columns this block holds:
+    a move returns the columns the client's next step will ask for with its own
+    results, saving that step a round trip (the same floats as a separate fetch)."""
+    return {(c, pr): block_column(state, c, pr) for c, pr in peek
+            if state.start <= c < state.stop}
+
+
 def block_add_rows(state: BlockState, cols, rows, max_rows: int):
     """Cache rows a_u^T A[:, block] of swap candidates, oldest evicted first."""
     cols = tuple(int(c) for c in cols)
@@ -245,9 +253,8 @@ def block_aggressive(state: BlockState, ctx: StepContext):
     new = state._replace(W=W, H=H, Mu=Mu, Tau=Tau, W2=W2, H2=H2, Mu2=Mu2, Tau2=Tau2,
                          Gn=Gn, Gn2=Gn2, mrow=None)
     if ctx.peek:
-        peeks = {(c, pr): block_column(new, c, pr) for c, pr in ctx.peek
-                 if state.start <= c < state.stop}
-        return _record(new, W, ctx.record), (hw1, wgw1, hw2, wgw2, *score, peeks)
+        return _record(new, W, ctx.record), (hw1, wgw1, hw2, wgw2, *score,
+                                             _peeked(new, ctx.peek))
     return _record(new, W, ctx.record), (hw1, wgw1, hw2, wgw2, *score)
 
 
@@ -328,7 +335,8 @@ def block_collapsed_finish(state: BlockState, ctx: StepContext):
     proposal whose ratio :func:`block_collapsed_score` gave. ``ctx.G`` is the Gram of
     the basis after the decision. Returns the new state and (hw, wgw), followed with
     ``ctx.box_score`` by this block's share of <H, pinv(G) H> (a lower bound of the basis's
-    box-constrained least-squares SSE is ||A||^2 minus the total).
+    box-constrained least-squares SSE is ||A||^2 minus the total), then with ``ctx.peek``
+    by the peeked columns held here, under the new basis (:func:`_peeked`).
     """
     W, H, Mu, Tau = state.W.copy(), state.H, _copy(state.Mu), _copy(state.Tau)
     Gn = state.Gn
@@ -350,6 +358,8 @@ def block_collapsed_finish(state: BlockState, ctx: StepContext):
     out = (hw, wgw)
     if ctx.box_score:
         out = out + (_ls_term(new, ctx),)
+    if ctx.peek:
+        out = out + (_peeked(new, ctx.peek),)
     return _record(new, W, ctx.record), out
 
 
@@ -369,7 +379,8 @@ def block_pivot_score(state: BlockState, ctx: StepContext):
     the log ratio over its columns other than p and u (:func:`kernels.pivot.pivot_block`,
     -inf if the map leaves the box), and for p and u, where this block holds them,
     what the client needs for their GHK terms: {(attempt, column): (H[:, c], W[:, c],
-    a_u^T a_c, Mu[:, c], Tau[:, c])}. Returns the unchanged state and (totals, dict)."""
+    a_u^T a_c, Mu[:, c], Tau[:, c])}. Returns the unchanged state and (totals, dict),
+    followed with ``ctx.peek`` by the peeked columns held here (:func:`_peeked`)."""
     totals = np.empty(len(ctx.pivot))
     cols = {}
     GW = ctx.G @ state.W  # one product for every attempt: they share the state
@@ -384,6 +395,8 @@ def block_pivot_score(state: BlockState, ctx: StepContext):
                 cols[(i, c)] = (state.H[:, j].copy(), state.W[:, j].copy(), float(crow[j]),
                                 None if state.Mu is None else state.Mu[:, j].copy(),
                                 None if state.Tau is None else state.Tau[:, j].copy())
+    if ctx.peek:
+        return state, (totals, cols, _peeked(state, ctx.peek))
     return state, (totals, cols)
 
 
