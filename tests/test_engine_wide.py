@@ -125,8 +125,10 @@ def test_small_memory_gives_more_passes_and_the_same_chain(wide, small_cluster):
     draws = N_ITER * PER_ITER + 1
     assert 2 * PER_ITER < nc < draws, "the test needs a batch below the chain's draws"
     last = []
+    # checkpoints every 4 iterations leave the rows out and the reloaded blocks get them
+    # back from the pass that made them: no pass more, the same chain
     on_cluster = bayesian_id(z, K, client=small_cluster, callback=lambda st: last.append(
-        st.cand_pos), **KW)
+        st.cand_pos), checkpoint_every=4, **KW)
     # the synchronous path batches every draw (the default budget): no pass after the first
     sync = bayesian_id(z, K, client="synchronous", **KW)
     assert sync.n_passes == 0
@@ -173,3 +175,31 @@ def test_the_client_never_receives_an_n_vector(wide, small_cluster, monkeypatch)
     assert len(sizes) > 5 * (N_ITER - 2)
     # the largest (~6 kB here: the pivot attempts' K-vectors) is a fraction of one N-vector
     assert max(sizes) < 8 * N / 10, max(sizes)
+
+
+def test_checkpoints_leave_the_rows_out_and_resume_without_them(wide, small_cluster,
+                                                                tmp_path):
+    # the cached rows (most of a wide block's state) are recomputable: a checkpoint does
+    # not write them; a resumed fit starts with an empty cache and gives the same chain
+    from dask_bid.engine.checkpoint import StoreSpec, checkpoint_name, load_blob
+
+    A, z = wide
+    out = tmp_path / "fit.zarr"
+    seen = []
+
+    def callback(state):
+        if state.iteration == 5:  # after the checkpoint of iteration 4
+            blob = load_blob(StoreSpec(out), f"checkpoint/{checkpoint_name(0, 4)}/block_00000")
+            client = load_blob(StoreSpec(out), f"checkpoint/{checkpoint_name(0, 4)}/client")
+            seen.append((blob.cand_cols, blob.cand_rows.shape, len(client["state"].cached)))
+        if state.iteration == 9:
+            raise KeyboardInterrupt  # stop the fit after the checkpoint of iteration 8
+
+    with pytest.raises(KeyboardInterrupt):
+        bayesian_id(z, K, client=small_cluster, out=out, checkpoint_every=4,
+                    callback=callback, **KW)
+    (cols, shape, n_cached), = seen
+    assert cols == () and shape[0] == 0 and n_cached > 0
+    resumed = bayesian_id(z, K, client=small_cluster, out=out, resume=True,
+                          checkpoint_every=4, **KW)
+    _equal(resumed, bayesian_id(z, K, client="synchronous", **KW))

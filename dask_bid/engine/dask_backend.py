@@ -484,6 +484,24 @@ def _drop_rows(held):
     return s._replace(cand_cols=(), cand_rows=np.empty((0, s.cand_rows.shape[1])))
 
 
+def _init_rows(assembled, K):
+    return assembled[0][K:]
+
+
+def _save_block_lean(held, spec, path, cols):
+    """Save a state whose cached rows are the batch ``cols`` without them (they can be
+    recomputed from A, and are reattached from the pass that made them)."""
+    s = _state(held)
+    if s.cand_cols == cols:
+        s = _drop_rows(s)
+    return save_blob(spec, path, s)
+
+
+def _reattach(held, cols, rows, max_rows):
+    s = _state(held)
+    return block_add_rows(s, cols, rows, max_rows) if not s.cand_cols else s
+
+
 def _inner_h(held, W):
     return float(np.vdot(_state(held).H, W))
 
@@ -544,6 +562,10 @@ class DaskBackend:
         self._hints = [None] * len(self.blocks)
         self._owner_starts = np.array([a for a, _ in self.blocks])
         self.n_stream_passes = 0
+        #: per block (columns, rows future, max_rows) while the cache is exactly the batch
+        #: of one pass: checkpoints then leave the rows out and the blocks reloaded from a
+        #: checkpoint get them back from that pass's result (its lineage is one pass)
+        self._rows_src = None
         #: the first pass also hashes what it reads (set by the fit when it records the
         #: input's fingerprint); afterwards ``checksum`` holds the result
         self.want_checksum = False
@@ -627,6 +649,12 @@ class DaskBackend:
                            self.trace_cols, extra, int(max_rows), key=self._key("init", b),
                            hint=self._hints[b])
             for b, (a, e) in enumerate(self.blocks)]
+        self._rows_src = None
+        if extra and len(extra) <= int(max_rows):
+            self._rows_src = [(extra, self.ex.submit(_init_rows, assembled[b], len(J),
+                                                     key=self._key("irows", b),
+                                                     hint=self._hints[b]), int(max_rows))
+                              for b in range(len(self.blocks))]
         stats = self.ex.gather([self.ex.submit(_init_stats, h, key=self._key("sq", b))
                                 for b, h in enumerate(assembled)] + [bad])
         n_bad, self.amax, checksum = stats[-1]
@@ -674,6 +702,7 @@ class DaskBackend:
 
     def add_rows(self, cols, max_rows):
         cols = [int(c) for c in cols]
+        self._rows_src = None
         if len(cols) >= max_rows and self._held is not None:
             # the batch evicts every cached row: free them before the pass, so that a
             # worker holds at most two copies of a batch (summed partials, block rows)
@@ -687,6 +716,9 @@ class DaskBackend:
         self._held = [self.ex.submit(_add_rows, h, tuple(cols), rows[b], int(max_rows),
                                      key=self._key("add", b), hint=self._hints[b])
                       for b, h in enumerate(self._held)]
+        if len(cols) >= max_rows:
+            self._rows_src = [(tuple(cols), rows[b], int(max_rows))
+                              for b in range(len(self.blocks))]
 
     def map(self, fn, ctx):
         new = self._submit_blocks(getattr(fn, "__name__", "op"), _apply, fn, ctx)
@@ -794,8 +826,12 @@ class DaskBackend:
     def save_blocks(self, spec, prefix):
         """Each block's worker writes its state to ``prefix/block_#####``."""
         self._n += 1
+        src = self._rows_src
         hs = [self.ex.submit(_save_block, h, spec, f"{prefix}/block_{b:05d}",
-                             key=self._key("save", b), hint=self._hints[b])
+                             key=self._key("save", b), hint=self._hints[b]) if src is None
+              else self.ex.submit(_save_block_lean, h, spec, f"{prefix}/block_{b:05d}",
+                                  src[b][0][-src[b][2]:], key=self._key("save", b),
+                                  hint=self._hints[b])
               for b, h in enumerate(self._held)]
         return sum(self.ex.gather(hs))
 
@@ -814,6 +850,19 @@ class DaskBackend:
             self._held = [self.ex.submit(_load_block, spec, f"{prefix}/block_{b:05d}",
                                          key=self._key("load", b), hint=self._hints[b])
                           for b in range(len(self.blocks))]
+            src, self._rows_src = self._rows_src, None
+            if force:
+                # a restore: the rows of a lean checkpoint are gone with the run that
+                # made them; the blocks start with no cached rows (ClientState.cached is
+                # emptied by the caller), which changes passes, never the chain
+                self._held = [self.ex.submit(_drop_rows, h, key=self._key("norows", b),
+                                             hint=self._hints[b])
+                              for b, h in enumerate(self._held)]
+            elif src is not None:
+                self._held = [self.ex.submit(_reattach, h, *src[b], key=self._key("rows", b),
+                                             hint=self._hints[b])
+                              for b, h in enumerate(self._held)]
+                self._rows_src = src
         if norm_a2 is not None:
             self.norm_a2, self.n_obs = norm_a2, n_obs
 

@@ -168,6 +168,8 @@ class _ChainRunner:
                               f"back ({exc}); trying an older one")
                 continue
             self.saved_at = payload["state"].iteration
+            # the blocks come back without cached rows (DaskBackend.load_blocks)
+            payload["state"].cached = []
             return payload["state"]
         if skipped or self.ckpt.has_any(self.chain):
             warn_fallback(f"no readable checkpoint of chain {self.chain} in "
