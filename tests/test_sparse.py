@@ -178,7 +178,7 @@ def _close(mem, spr):
     assert spr.mse == pytest.approx(mem.mse, rel=1e-10)
 
 
-@pytest.mark.parametrize("sampler", ["collapsed", "aggressive", "plain"])
+@pytest.mark.parametrize("sampler", ["collapsed", "aggressive", "plain", "search"])
 def test_scipy_input_matches_the_in_memory_masked_fit(sampler):
     A = _matrix(2)
     kw = {**KW, "sampler": sampler, "temperature": 500.0 if sampler == "plain" else 1.0}
@@ -358,3 +358,11 @@ def test_huge_values_are_rescaled_as_in_memory():
     assert spr.params["input_scale_log2"] == mem.params["input_scale_log2"] == 500
     np.testing.assert_array_equal(spr.draws_columns, mem.draws_columns)
     np.testing.assert_allclose(spr.components, mem.components, rtol=0, atol=1e-9)
+
+
+def test_masked_estimator_says_it_takes_sparse_input():
+    pytest.importorskip("sklearn")
+    from sklearn.utils import get_tags
+
+    assert get_tags(BayesianID(3, missing="mask")).input_tags.sparse
+    assert not get_tags(BayesianID(3)).input_tags.sparse

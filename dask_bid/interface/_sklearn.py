@@ -136,11 +136,12 @@ def feature_names_out(est, input_features=None):
     return np.asarray(names, dtype=object)[est.columns_]
 
 
-def estimator_tags(*, allow_nan=False):
+def estimator_tags(*, allow_nan=False, sparse=False):
     """The scikit-learn ``Tags`` of an unsupervised column-selecting transformer.
 
-    Dense 2-D float input (no sparse, strings or categories), no target, fit required;
-    ``transform`` returns columns of its input, so it keeps float64 and float32.
+    Dense 2-D float input (no strings or categories; sparse only where ``sparse``: the
+    masked ``BayesianID.fit``), no target, fit required; ``transform`` returns columns of
+    its input, so it keeps float64 and float32.
     """
     from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
 
@@ -148,7 +149,7 @@ def estimator_tags(*, allow_nan=False):
         estimator_type=None,
         target_tags=TargetTags(required=False),
         transformer_tags=TransformerTags(preserves_dtype=["float64", "float32"]),
-        input_tags=InputTags(two_d_array=True, sparse=False, allow_nan=allow_nan),
+        input_tags=InputTags(two_d_array=True, sparse=sparse, allow_nan=allow_nan),
         requires_fit=True,
     )
 

@@ -435,7 +435,9 @@ class BayesianID:
         return feature_names_out(self, input_features)
 
     def __sklearn_tags__(self):
-        return estimator_tags(allow_nan=str(self.missing).lower() == "mask")
+        masked = str(self.missing).lower() == "mask"
+        # missing="mask" fits sparse input too (its stored entries observed, docs/sparse.md)
+        return estimator_tags(allow_nan=masked, sparse=masked)
 
 
 def _same(a, b):
