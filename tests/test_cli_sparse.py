@@ -94,3 +94,21 @@ def test_refusals_are_one_line(tmp_path, capsys, extra, fragments):
     assert code == 2
     assert_one_line_error(capsys.readouterr().err, *fragments, progress_allowed=True)
     assert not (tmp_path / "o.zarr").exists()
+
+
+def test_convert_command(tmp_path, capsys):
+    src = tmp_path / "r.tsv"
+    A = _triplets(src, seed=3)
+    store = tmp_path / "r.zarr"
+    assert main(["convert", str(src), "--out", str(store), "--index-base", "1", "-q"]) == 0
+    from dask_bid.engine.sparse_backend import dense_columns
+    from dask_bid.engine.sparse_store import open_sparse
+
+    s = open_sparse(store)
+    np.testing.assert_array_equal(dense_columns(s.array, range(s.shape[1])),
+                                  A[:s.shape[0], :s.shape[1]])
+    capsys.readouterr()
+    assert main(["convert", str(src), "--out", str(store), "--index-base", "1", "-q"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "exists; pass --overwrite to replace it")
+    assert main(["convert", str(src), "--out", str(store), "--index-base", "1", "-q",
+                 "--overwrite"]) == 0

@@ -141,7 +141,7 @@ def test_parquet_without_pyarrow_names_the_extra(tmp_path):
 def test_refusals_of_the_destination_and_of_incomplete_stores(tmp_path):
     A = _matrix()
     convert_sparse(_coo(A), tmp_path / "X.zarr", quiet=True)
-    with pytest.raises(ParameterError, match="exists; pass overwrite=True"):
+    with pytest.raises(ParameterError, match="exists; pass overwrite=True to replace it"):
         convert_sparse(_coo(A), tmp_path / "X.zarr", quiet=True)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "f.txt").write_text("mine")
@@ -326,7 +326,7 @@ def test_every_sparse_refusal_has_a_row_in_the_docs():
                    "the value is infinite; replace it",
                    "gives entry (row 0, column 0) more than once",
                    "reading Parquet needs pyarrow: pip install 'dask_bid[parquet]'",
-                   "exists; pass overwrite=True (--overwrite) to replace it",
+                   "exists; pass overwrite=True to replace it, or choose another path",
                    "the sparse store at 'X.zarr' was not completely written",
                    "this dask_bid reads 'dask_bid.csc' up to version 1",
                    "is a triplet file: its absent entries are unobserved, not zero",

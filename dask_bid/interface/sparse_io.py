@@ -127,7 +127,7 @@ def _parse_chunk(path, nums, lines, sep, columns):
                     f"{_where(path, n)}: {s[:60]!r} is not a (row, column, value) triplet of "
                     f"numbers in fields {[c + 1 for c in columns]}"
                     f"{'' if sep is None else f' separated by {sep!r}'}; fix the line, or "
-                    "give the separator and columns (sep=, columns=).") from None
+                    "give the separator and fields (sep=, columns=; --sep, --columns).") from None
         raise
     return np.asarray(nums, dtype=np.int64), arr[:, 0], arr[:, 1], arr[:, 2]
 
@@ -395,8 +395,8 @@ def _check_dst(dst, overwrite):
     if os.path.exists(d):
         empty_dir = os.path.isdir(d) and not os.listdir(d)
         if not overwrite:
-            raise ParameterError(f"{d!r} exists; pass overwrite=True (--overwrite) to replace "
-                                 "it, or choose another path.")
+            raise ParameterError(f"{d!r} exists; pass overwrite=True to replace it, or choose "
+                                 "another path.")
         if not (empty_dir or is_sparse_store(d)):
             raise ParameterError(f"{d!r} exists and is not a sparse store; overwrite replaces "
                                  "only a sparse store (or an empty directory): choose another "

@@ -1,5 +1,5 @@
 """Sparse input on the command line (docs/sparse.md): ``--format triplets`` for ``fit``
-and ``info``, and what ``info`` says about a sparse store.
+and ``info``, what ``info`` says about a sparse store, and ``dask-bid convert``.
 
 ``dask-bid fit ratings.tsv --format triplets --missing mask --k 20 --out fit.zarr``
 converts the (row, column, value) file once into a sparse store next to OUT
@@ -12,7 +12,8 @@ import os
 
 from ._core import CLIError, human_bytes, is_url, say
 
-__all__ = ["add_sparse_options", "sparse_input", "describe_sparse", "sparse_info_lines"]
+__all__ = ["add_sparse_options", "sparse_input", "describe_sparse", "sparse_info_lines",
+           "add_parser", "run_convert"]
 
 
 def _columns(text):
@@ -200,3 +201,40 @@ def sparse_info_lines(info):
             lines.append(f"  converted  from {src['path']}")
         lines.append("  note       fit it with --missing mask")
     return lines
+
+
+def run_convert(args):
+    """``dask-bid convert``: a triplet file into a sparse store, once."""
+    from ..sparse_io import convert_triplets
+
+    if args.format != "triplets":
+        raise CLIError("dask-bid convert writes a sparse store from a triplet file: pass "
+                       "--format triplets (a dense .npy or text matrix is converted by "
+                       "dask-bid fit itself).")
+    check_sparse_options(args)
+    src, dst = args.input, args.out
+    if is_url(src) or not os.path.isfile(src):
+        raise CLIError(f"--format triplets reads a local file; {src!r} is not one.")
+    res = convert_triplets(src, dst, overwrite=args.overwrite, quiet=args.quiet,
+                           **_triplet_kw(args))
+    M, N = res.shape
+    say(f"converted    {src} -> {dst} ({res.nnz} observed of {M} x {N}, "
+        f"{res.nnz / (M * N):.3%})", quiet=args.quiet)
+    return 0
+
+
+def add_parser(sub):
+    """Add the ``convert`` command to the subparsers ``sub``."""
+    conv = sub.add_parser("convert", help="convert a triplet file into a sparse store",
+                          description="Convert INPUT, one observed entry per line (ROW COL "
+                          "VALUE), into the sparse Zarr store OUT (docs/sparse.md), once: "
+                          "`dask-bid fit OUT --missing mask` then fits it.")
+    conv.add_argument("input", metavar="INPUT", help="a .csv, .tsv, .txt or .parquet "
+                      "triplet file")
+    conv.add_argument("--out", required=True, metavar="OUT", help="the sparse store to write")
+    conv.add_argument("--overwrite", action="store_true",
+                      help="replace an existing OUT (a sparse store or an empty directory)")
+    add_sparse_options(conv)
+    conv.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    conv.set_defaults(func=run_convert, format="triplets")
+    return conv
