@@ -247,7 +247,7 @@ def test_peeked_columns_save_round_trips_and_change_nothing(monkeypatch, model):
     """The collapsed sampler's moves return the columns the next move needs (the next
     iteration's pivot attempts with the sweep, the collapsed candidates with the pivot
     scores): the chain is bitwise the chain that fetches them, with fewer fetches."""
-    from _support import assert_same_chain, planted
+    from _support import assert_same_chain
 
     from dask_bid.engine import chain as chain_mod
     from dask_bid.engine.dask_backend import DaskBackend
