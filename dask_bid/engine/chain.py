@@ -8,6 +8,7 @@ arrays; ``DaskBackend`` keeps them on Dask workers. Both give the same chain.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -142,7 +143,10 @@ class ChainOutput:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@functools.lru_cache(maxsize=4096)
 def _candidate(entropy, chain, pos, n_cols):
+    # a pure function of its arguments, asked again for the same positions (peeks,
+    # batches, the swap itself): remembered, it saves building a Generator each time
     return int(stream(entropy, chain, pos, 0, CANDIDATES).integers(n_cols))
 
 

@@ -230,21 +230,37 @@ def ghk_column(gen, G, h, mu, tau, sigma2, a, b, w=None):
         The log weight and the column.
     """
     K = G.shape[0]
-    tau = np.broadcast_to(np.asarray(tau, np.float64), (K,))
-    mu = np.broadcast_to(np.asarray(mu, np.float64), (K,))
-    Lam = G / sigma2 + np.diag(tau)
-    rhs = np.asarray(h, np.float64) / sigma2 + tau * mu
+    tau = np.ascontiguousarray(np.broadcast_to(np.asarray(tau, np.float64), (K,)))
+    mu = np.ascontiguousarray(np.broadcast_to(np.asarray(mu, np.float64), (K,)))
+    out = np.empty(K)
+    if w is not None:
+        out[:] = w
+    # one compiled call: the client runs 4 of these per pivot attempt (the two swapped
+    # columns, forward and reverse), ~20 times faster than numpy's per-call overhead
+    logw = _ghk_column(_NO_DRAWS if w is not None else gen,
+                       np.ascontiguousarray(G, np.float64),
+                       np.ascontiguousarray(h, np.float64), mu, tau, float(sigma2),
+                       float(a), float(b), out, w is None)
+    return float(logw), out
+
+
+@njit(nogil=True, cache=True)
+def _ghk_column(gen, G, h, mu, tau, sigma2, a, b, out, draw):
+    K = G.shape[0]
+    Lam = G / sigma2
+    for i in range(K):
+        Lam[i, i] += tau[i]
+    rhs = h / sigma2 + tau * mu
     Lc = np.linalg.cholesky(Lam)
     m = np.linalg.solve(Lam, rhs)
     # covariance factor S = Lam^-1 = L L^T, L lower triangular: w = m + L eta
     S = np.linalg.inv(Lam)
     S = 0.5 * (S + S.T)
     L = np.linalg.cholesky(S)
-    out = np.empty(K)
-    if w is not None:
-        out[:] = w
-    logz = _ghk(_NO_DRAWS if w is not None else gen, m, L, float(a), float(b), out,
-                w is None)
-    logdet = 2.0 * float(np.sum(np.log(np.diag(Lc))))
-    c = 0.5 * float(m @ rhs) - 0.5 * logdet + K * _HALF_LOG_2PI
-    return c + logz, out
+    logz = _ghk(gen, m, L, a, b, out, draw)
+    logdet = 0.0
+    for i in range(K):
+        logdet += np.log(Lc[i, i])
+    logdet *= 2.0
+    c = 0.5 * np.dot(m, rhs) - 0.5 * logdet + K * _HALF_LOG_2PI
+    return c + logz
