@@ -400,11 +400,11 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path):
 
     d, _, _ = data
     out = tmp_path / "r.zarr"
-    # long enough (400 iterations: about 1 s on a fast machine, 15 s on a busy one) that the
-    # interrupt lands mid-fit; short enough that the three fits stay quick. The subject is
+    # long enough (200 iterations, interrupted at the first checkpoint, iteration 5) that
+    # the interrupt lands mid-fit; short enough that the three fits stay quick. The subject is
     # the interrupt, not the sampler: collapsed swaps only (the pivot swaps and the warm-up
     # resume bitwise in test_engine_faults.py)
-    base = ["fit", d / "a.npy", "--k", "3", "--out", out, "--n-iter", "400", "--burn-in",
+    base = ["fit", d / "a.npy", "--k", "3", "--out", out, "--n-iter", "200", "--burn-in",
             "10", "--seed", "3", "--scheduler", "synchronous", "--checkpoint-every", "5",
             "--n-pivot", "0", "--tempered-warmup", "0"]
     p = subprocess.Popen([sys.executable, "-m", "dask_bid.interface.cli", *map(str, base)],
@@ -429,7 +429,7 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path):
     assert info.returncode == 0 and "continue it: dask-bid fit ... --resume" in info.stdout
     # the checkpoint cadence does not change the draws: the resumed and the reference
     # runs checkpoint rarely (a checkpoint costs more than five iterations here)
-    rare = ["--checkpoint-every", "400"]
+    rare = ["--checkpoint-every", "200"]
     r = run_cli(*base, "--resume", "-q", *rare)
     assert r.returncode == 0, r.stderr[-2000:]
     ref_out = tmp_path / "ref.zarr"
