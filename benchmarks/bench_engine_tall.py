@@ -10,11 +10,11 @@ measures, in the same run on the same store:
 
 1. ``pass``: one plain dask streaming pass, ``da.from_zarr(path).sum().compute()``;
 2. ``svd``: ``dask.array.linalg.svd_compressed(A, k=50, compute=True)``, to completion;
-3. ``fit``: a complete default fit (500 iterations, every parameter at its default),
+3. ``fit``: a complete default fit (every parameter at its default: 1000 iterations),
    each iteration timed by the callback;
 
 and prints ``s/iter / pass`` (target <= 0.2), counted two ways: the whole fit divided by
-500 (initialisation, every pass over A and the summary included: an upper bound) and
+the iterations (initialisation, every pass over A and the summary included: an upper bound) and
 the median iteration; and ``fit / svd`` (target <= 3). The store is deleted at the end
 unless ``--keep``.
 """
