@@ -33,6 +33,7 @@ import time
 import dask
 import dask.array as da
 import numpy as np
+from bench_engine_tall import du  # benchmarks/ is on sys.path when run as a script
 from distributed import Client, LocalCluster
 
 from dask_bid.engine import to_zarr
@@ -52,13 +53,6 @@ def make_store(path, M, N, rank, seed=0):
     with dask.config.set(scheduler="threads"):
         z = to_zarr(A, path, overwrite=True)
     return z, time.perf_counter() - t0
-
-
-def du(path):
-    total = 0
-    for root, _, files in os.walk(path):
-        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
-    return total
 
 
 def _install_sweep_timer():
