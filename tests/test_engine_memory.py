@@ -81,9 +81,10 @@ def test_fit_larger_than_worker_memory(tmp_path):
                                   # 40 iterations it does not reach the rank-10 span, so
                                   # the check of the fit below is only a sanity bound
                                   sampler="search", init="random",
-                                  # 80 candidate rows of A^T A per pass (1.3 MB): 3 passes
-                                  # for the proposals instead of 8 ("auto": 41), each
-                                  # streaming all of A; the suite's time (README)
+                                  # 80 candidate rows of A^T A per pass (1.3 MB): a few
+                                  # passes for the proposals, each streaming all of A
+                                  # ("auto" would size the batch from the 500 MB limits;
+                                  # the subject here is the memory of a fixed batch)
                                   n_candidates=80)
             finally:
                 stop.set()
