@@ -33,6 +33,7 @@ The full grid on a 2-core machine takes over an hour, nearly all of it MovieLens
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -809,6 +810,7 @@ HELDOUT_K = {"ccle_ec50": (5, 10, 15, 20), "ccle_ic50": (5, 10, 15, 20),
              "movielens_100k": (20,)}
 
 
+@functools.lru_cache(maxsize=1)
 def heldout_module():
     """benchmarks/bench_heldout.py, the held-out evaluation, loaded from the checkout."""
     import importlib.util

@@ -9,6 +9,7 @@ arrays; ``DaskBackend`` keeps them on Dask workers. Both give the same chain.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -150,27 +151,33 @@ def _candidate(entropy, chain, pos, n_cols):
     return int(stream(entropy, chain, pos, 0, CANDIDATES).integers(n_cols))
 
 
-def _next_candidate(entropy, chain, st: ClientState, n_cols, J):
-    """Next stream entry not in J (rejection from uniform on all columns: uniform on I)."""
+def _outside(entropy, chain, pos, n_cols, J):
+    """The stream entries not in J from position ``pos`` on, each with the position after
+    it (rejection from uniform on all columns: uniform on the columns outside J)."""
     inJ = set(int(j) for j in J)
-    pos = st.cand_pos
     while True:
         u = _candidate(entropy, chain, pos, n_cols)
         pos += 1
         if u not in inJ:
-            return u, pos
+            yield u, pos
+
+
+def _next_candidate(entropy, chain, st: ClientState, n_cols, J):
+    """Next stream entry not in J, and the position after it."""
+    return next(_outside(entropy, chain, st.cand_pos, n_cols, J))
 
 
 def _next_candidates(entropy, chain, pos, n_cols, J, n):
     """The ``n`` columns that ``n`` calls of :func:`_next_candidate` from stream position
     ``pos`` would return, without advancing the chain's position."""
-    inJ = set(int(j) for j in J)
-    out = []
-    while len(out) < n:
-        u = _candidate(entropy, chain, pos, n_cols)
-        pos += 1
-        if u not in inJ:
-            out.append(u)
+    return [u for u, _ in itertools.islice(_outside(entropy, chain, pos, n_cols, J), n)]
+
+
+def _merged(parts) -> dict:
+    """One dict of the blocks' peeked columns (each block returns those it holds)."""
+    out = {}
+    for d in parts:
+        out.update(d)
     return out
 
 
@@ -345,9 +352,7 @@ def _move_aggressive(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retain
                       sigma2=st.sigma2, G=st.G, G2=G2, take2=took, p=p, u=u, record=record,
                       P2=P2, ls_start=ls_start, ls_score=ls_score, J=st.J, peek=peek)
     res = backend.map(block_aggressive, ctx)
-    st.peek = {}
-    for r in res:
-        st.peek.update(r[-1])
+    st.peek = _merged(r[-1] for r in res)
     hw1 = sum(r[0] for r in res)
     wgw1 = sum(r[1] for r in res)
     hw2 = sum(r[2] for r in res)
@@ -561,11 +566,12 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
         totals = np.zeros(len(sent))
         info = {}
         if sent:
-            for tot, part, *peeked in backend.map(block_pivot_score, ctx):
+            res = backend.map(block_pivot_score, ctx)
+            for tot, part, *_ in res:
                 totals += tot
                 info.update(part)
-                for d in peeked:
-                    st.peek.update(d)
+            if peek:
+                st.peek = _merged(r[-1] for r in res)
         took = False
         for (k, u), planned, (gcol, squ) in zip(atts, plan, cols, strict=True):
             done += 1
@@ -613,9 +619,7 @@ def _finish(backend, fn, ctx, cfg, entropy, chain, st, norm_a2, n_obs, g, peek=(
     P = np.linalg.pinv(st.G, hermitian=True) if box else None
     res = backend.map(fn, ctx._replace(box_score=box, P2=P, peek=peek))
     if peek:
-        st.peek = {}
-        for r in res:
-            st.peek.update(r[-1])
+        st.peek = _merged(r[-1] for r in res)
     st.sse = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
     if box:
         _score_bounded(backend, cfg, entropy, chain, st, norm_a2, key,
