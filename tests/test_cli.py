@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dask
 import numpy as np
 import pytest
 import zarr
@@ -219,8 +220,11 @@ def test_nan_in_input_is_reported(tmp_path, capsys):
 
 def test_unreachable_scheduler(data, tmp_path, capsys):
     d, _, _ = data
-    rc = main(["fit", str(d / "a.npy"), "--k", "2", "--out", str(tmp_path / "o.zarr"),
-               "--scheduler", "tcp://127.0.0.1:9", "-q"])
+    # a 1 s wait instead of the default 5 s (the suite's time): the config key is the one
+    # a user sets for a slow scheduler
+    with dask.config.set({"dask_bid.scheduler-timeout": 1}):
+        rc = main(["fit", str(d / "a.npy"), "--k", "2", "--out", str(tmp_path / "o.zarr"),
+                   "--scheduler", "tcp://127.0.0.1:9", "-q"])
     assert rc == 2
     assert_one_line_error(capsys.readouterr().err, "tcp://127.0.0.1:9")
 

@@ -36,13 +36,24 @@ import dask
 from .._errors import SchedulerUnreachableError, VersionMismatchError
 
 __all__ = ["cluster_executor", "SyncExecutor", "DistributedExecutor", "RECOVERABLE_ERRORS",
-           "SCHEDULER_TIMEOUT", "CHECKED_PACKAGES", "check_worker_versions",
+           "SCHEDULER_TIMEOUT", "scheduler_timeout", "CHECKED_PACKAGES", "check_worker_versions",
            "check_cluster_versions", "package_versions"]
 
 log = logging.getLogger("dask_bid.engine")
 
-#: Seconds to wait for a scheduler address to answer.
+#: Seconds to wait for a scheduler address to answer, unless the dask config key
+#: ``dask_bid.scheduler-timeout`` says otherwise (a cluster still starting may need more;
+#: a test of an address that never answers, less).
 SCHEDULER_TIMEOUT = 5.0
+
+
+def scheduler_timeout():
+    """The seconds to wait for a scheduler address: ``dask_bid.scheduler-timeout`` in the
+    dask config (e.g. ``DASK_DASK_BID__SCHEDULER_TIMEOUT=30``), else
+    :data:`SCHEDULER_TIMEOUT`."""
+    import dask
+
+    return float(dask.config.get("dask_bid.scheduler-timeout", SCHEDULER_TIMEOUT))
 
 _SYNC_NAMES = ("sync", "synchronous", "single-threaded")
 
@@ -251,7 +262,7 @@ def check_cluster_versions(client):
     if isinstance(client, str):
         if client.lower() in _SYNC_NAMES:
             return
-        c = _connect(client, SCHEDULER_TIMEOUT)
+        c = _connect(client, scheduler_timeout())
         try:
             check_worker_versions(c)
         finally:
@@ -275,14 +286,14 @@ def _connect(address, timeout):
 
 
 @contextlib.contextmanager
-def cluster_executor(client=None, *, timeout=SCHEDULER_TIMEOUT, n_workers=2,
+def cluster_executor(client=None, *, timeout=None, n_workers=2,
                      threads_per_worker=1):
     """Yield the executor for ``client`` (see the module docstring) and clean up after it."""
     if isinstance(client, str) and client.lower() in _SYNC_NAMES:
         yield SyncExecutor()
         return
     if isinstance(client, str):
-        c = _connect(client, timeout)
+        c = _connect(client, scheduler_timeout() if timeout is None else timeout)
         try:
             check_worker_versions(c)
             yield DistributedExecutor(c)
