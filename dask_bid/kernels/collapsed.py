@@ -117,6 +117,15 @@ def _draw_row(gen, g, h, mu, tau, inv_s2, a, b, out):
 
 
 def _f64(x, n):
+    # called per slot and candidate: the common cases (a scalar, a ready float64 vector)
+    # skip np.broadcast_to, which costs more than the kernel on a small block
+    if isinstance(x, np.ndarray) and x.dtype == np.float64 and x.shape == (n,) \
+            and x.flags.c_contiguous:
+        return x
+    if isinstance(x, (float, int, np.floating, np.integer)):
+        out = np.empty(n)
+        out.fill(x)
+        return out
     return np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=np.float64), (n,)))
 
 
