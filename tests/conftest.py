@@ -47,3 +47,24 @@ def shared_data_dir() -> Path:
             "directory at ../shared/data next to the repository"
         )
     return d
+
+
+@pytest.fixture(scope="session")
+def shared_cluster():
+    """A LocalCluster of 2 worker processes x 1 thread, shared by the tests of one pytest
+    process that neither kill its workers nor limit their memory: starting one and
+    loading the kernels in its workers costs seconds each time (the suite's time, README).
+    Tests take their own Client (:func:`shared_client`), so no future outlives a test."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def shared_client(shared_cluster):
+    """A Client of :func:`shared_cluster` for one test (not the default client)."""
+    from distributed import Client
+
+    with Client(shared_cluster, set_as_default=False) as client:
+        yield client

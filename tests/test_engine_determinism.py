@@ -98,29 +98,22 @@ def test_sync_path_repeats(store, reference):
     assert_same_chain(reference, again)
 
 
-# the tests that use the shared 2-process cluster run in one pytest-xdist worker
-_SHARED = pytest.mark.xdist_group("determinism-2-processes")
-
-
-@pytest.fixture(scope="module")
-def two_processes():
-    """A LocalCluster of 2 worker processes, shared by this module's tests (starting one
-    and compiling the kernels in its workers costs seconds)."""
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as client:
-        yield cluster, client
+@pytest.fixture
+def two_processes(shared_cluster, shared_client):
+    """The suite's shared LocalCluster of 2 worker processes (conftest) and a client."""
+    return shared_cluster, shared_client
 
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("n_workers,processes", [
-    (1, True), pytest.param(2, True, marks=_SHARED), (2, False)],
+    (1, True), (2, True), (2, False)],
     ids=["1-process", "2-processes", "2-threads"])
 def test_local_clusters_match_sync(store, reference, n_workers, processes, request):
     if (n_workers, processes) == (2, True):
         _, client = request.getfixturevalue("two_processes")
         res = bayesian_id(store, K, client=client, chunks=TILES, **KW)
         # a second fit on the same cluster: no state leaks between fits (once, on the
-        # cluster whose workers keep their memory between fits)
+        # cluster whose workers keep their memory between fits, and between tests)
         res2 = bayesian_id(store, K, client=client, chunks=TILES, **KW)
         assert_same_chain(reference, res2)
     else:
@@ -130,7 +123,6 @@ def test_local_clusters_match_sync(store, reference, n_workers, processes, reque
     assert_same_chain(reference, res)
 
 
-@_SHARED
 @pytest.mark.timeout(240)
 def test_task_count_bounded_and_numpy_and_dask_input(reference, reference60, two_processes):
     cluster, client = two_processes

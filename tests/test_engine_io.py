@@ -12,7 +12,6 @@ import dask.array as da
 import numpy as np
 import pytest
 import zarr
-from distributed import Client, LocalCluster
 
 from dask_bid._errors import (
     NonFiniteInputError,
@@ -32,8 +31,8 @@ KW = dict(n_iter=40, burn_in=10, thin=2, random_state=5, block_size=40, checkpoi
 # the tests on a cluster are about input, output and clients, not the sampler: without the
 # pivot swaps and the tempered warm-up an iteration is three round trips instead of six
 # (the suite's time, README); the default sampler runs on every execution path in
-# test_engine_determinism.py and test_engine_faults.py
-KW_CLUSTER = KW | dict(n_pivot=0, tempered_warmup=0)
+# test_engine_determinism.py and test_engine_faults.py. 20 iterations: 2 checkpoints
+KW_CLUSTER = KW | dict(n_iter=20, n_pivot=0, tempered_warmup=0)
 
 
 def _matrix(seed=0, M=M, N=N):
@@ -55,11 +54,10 @@ def _tree_hash(path):
     return h.hexdigest()
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as c, \
-            Client(c, set_as_default=False) as client:
-        yield client
+@pytest.fixture
+def cluster(shared_client):
+    """A client of the suite's shared 2-process LocalCluster (conftest)."""
+    return shared_client
 
 
 @pytest.fixture
@@ -233,7 +231,7 @@ def test_unreachable_scheduler_fails_fast(store):
 @pytest.mark.timeout(120)
 def test_address_string_and_default_client(store, cluster):
     A, path = store
-    kw = KW_CLUSTER | dict(n_iter=20)
+    kw = KW_CLUSTER | dict(n_iter=12, burn_in=4)  # its subject is the client
     ref = bayesian_id(path, K, client="synchronous", **kw)
     res = bayesian_id(path, K, client=cluster.scheduler.address, **kw)
     np.testing.assert_array_equal(res.trace["mse"], ref.trace["mse"])
@@ -249,7 +247,7 @@ def test_no_client_starts_and_stops_a_local_cluster(store):
     A, path = store
     with pytest.raises(ValueError):
         default_client()
-    res = bayesian_id(path, K, **{**KW_CLUSTER, "n_iter": 20})
+    res = bayesian_id(path, K, **{**KW_CLUSTER, "n_iter": 12, "burn_in": 4})
     assert res.components.shape == (K, N)
     with pytest.raises(ValueError):  # nothing left behind as the default
         default_client()

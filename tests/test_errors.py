@@ -12,7 +12,6 @@ has to travel back from a worker). Two guarantees are tested beyond the messages
 """
 
 import hashlib
-import logging
 import os
 import re
 import socket
@@ -73,15 +72,11 @@ def store(tmp_path, A):
     return write_store(tmp_path / "A.zarr", A)
 
 
-@pytest.fixture(scope="module")
-def cluster_client():
-    """One worker process: errors raised on it must reach the client with their type."""
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                      dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
-            Client(cluster, set_as_default=False) as client:
-        yield client
+@pytest.fixture
+def cluster_client(shared_client):
+    """Worker processes (the suite's shared cluster, conftest): errors raised on them must
+    reach the client with their type."""
+    return shared_client
 
 
 def corrupt_chunk(store_path, key="c/1/0"):

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from _support import assert_same_chain
-from distributed import Client, LocalCluster
 
 import dask_bid.interface.sparse_io as sio
 from dask_bid import (
@@ -280,8 +279,7 @@ def test_estimator_fits_scipy_input():
     assert est.mse_observed_ == pytest.approx(mem.mse_observed_, rel=1e-10)
 
 
-@pytest.mark.xdist_group("sparse-cluster")
-def test_process_cluster_matches_sync_and_resume(tmp_path):
+def test_process_cluster_matches_sync_and_resume(tmp_path, shared_client):
     """Two worker processes (the reads happen on the workers): bitwise the synchronous
     fit; an interrupted fit resumed from its checkpoint: bitwise the whole fit."""
     A = _matrix(6)
@@ -289,9 +287,7 @@ def test_process_cluster_matches_sync_and_resume(tmp_path):
     convert_sparse(_coo(A), store, quiet=True, block_edges=[0, 30, N])
     kw = {**KW, "checkpoint_every": 5}
     sync = bayesian_id(store, K, chunks=(M, 16), **kw, **SYNC)
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as client:
-        res = bayesian_id(store, K, chunks=(M, 16), client=client, **kw)
+    res = bayesian_id(store, K, chunks=(M, 16), client=shared_client, **kw)
     assert_same_chain(sync, res)
 
     class Stop(KeyboardInterrupt):
