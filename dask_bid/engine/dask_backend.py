@@ -51,7 +51,7 @@ from ..kernels.block import (
     block_set_mask_row,
     block_traces,
 )
-from ..kernels.products import row_products
+from ..kernels.products import row_products, row_products_into
 from .checkpoint import load_blob, save_blob
 from .fingerprint import combine_digests, tile_digest
 from .memory import MASK_ROW_OPS, column_blocks
@@ -348,8 +348,13 @@ def _take_cols(spec, *tiles):
 
 def _products(t, Au, segs):
     # one product per block segment: with one tile the very same products as MemoryBackend;
-    # in fixed panels, so that a row's floats do not depend on the batch it came in
-    return np.concatenate([row_products(Au, t[:, lo:hi]) for lo, hi in segs], axis=1)
+    # in fixed panels, so that a row's floats do not depend on the batch it came in. Each
+    # panel is written in place into a Fortran-ordered partial (no concatenation, no
+    # copy per panel); the assemblies hand C-ordered rows to the blocks
+    out = np.empty((Au.shape[1], segs[-1][1] - segs[0][0]), order="F")
+    for lo, hi in segs:
+        row_products_into(Au, t[:, lo:hi], out.T[lo - segs[0][0]:hi - segs[0][0]])
+    return out
 
 
 def _rows_part(tile, Au, u_local, segs):
@@ -424,7 +429,7 @@ def _assemble_rows(*pieces):
 
 
 def _assemble_init(*pieces):
-    H = np.concatenate([t[0][:, lo:hi] for t, lo, hi in pieces], axis=1)
+    H = np.ascontiguousarray(np.concatenate([t[0][:, lo:hi] for t, lo, hi in pieces], axis=1))
     sq = np.concatenate([t[1][lo:hi] for t, lo, hi in pieces])
     return H, sq
 
