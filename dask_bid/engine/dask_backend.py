@@ -58,7 +58,7 @@ from .memory import MASK_ROW_OPS, column_blocks
 from .scaling import ScaledReader
 
 __all__ = ["Layout", "plan_layout", "TileSource", "ZarrTile", "DaskBackend", "MaskedDaskBackend",
-           "TILE_BYTES", "FAN_IN", "MASKED_GRAM_BYTES", "masked_block_bytes"]
+           "TILE_BYTES", "FAN_IN", "MASKED_GRAM_BYTES", "masked_block_bytes", "fused_tiles"]
 
 #: Target size of one tile (float64 bytes) read by one streaming task: small enough that a
 #: worker with a few hundred MB streams A without spilling, big enough to amortise the
@@ -531,6 +531,46 @@ def _loaded(held):
     return isinstance(_state(held), BlockState)
 
 
+def _add_arrays(acc, p):
+    acc += p
+    return acc
+
+
+def _add_init(acc, p):
+    P, sq, bad, amax, digests = acc
+    with np.errstate(over="ignore", invalid="ignore"):
+        P += p[0]
+        sq += p[1]
+    return P, sq, bad + p[2], max(amax, p[3]), digests + list(p[4])
+
+
+def _add_masked_init(acc, p):
+    P, sq, Gn, cnt, bad, amax, digests = acc
+    with np.errstate(over="ignore", invalid="ignore"):
+        P += p[0]
+        sq += p[1]
+        Gn += p[2]
+        cnt += p[3]
+    return P, sq, Gn, cnt, bad + p[4], max(amax, p[5]), digests + list(p[6])
+
+
+#: combine -> the same sum as a left fold into an accumulator this task owns (in place):
+#: ``combine([a, b, c]) == fold(fold(copy of a, b), c)``, bit for bit
+_FOLDS = {_sum_arrays: _add_arrays, _sum_init: _add_init}  # + _sum_masked_init, below
+
+
+def _fused_parts(part_fn, combine, tiles, gathers, u_local, segs, wheres):
+    """``combine`` of ``part_fn`` over consecutive row tiles, in one task: the first
+    level of the reduction tree (:func:`_tree`) without its partials ever leaving the
+    worker. The sum runs in the tree's order, so the result is the same floats."""
+    fold = _FOLDS.get(combine) or (lambda acc, p: combine([acc, p]))
+    acc = None
+    for tile, Au, where in zip(tiles, gathers, wheres, strict=True):
+        p = part_fn(tile, Au, u_local, segs, *where)
+        acc = p if acc is None else fold(acc, p)
+    return acc
+
+
 def _tree(parts, combine):
     import dask
 
@@ -540,6 +580,17 @@ def _tree(parts, combine):
         level = [f(level[i:i + FAN_IN]) if len(level[i:i + FAN_IN]) > 1 else level[i]
                  for i in range(0, len(level), FAN_IN)]
     return level[0]
+
+
+def fused_tiles(n_rows_out, layout):
+    """Row tiles one task of a pass reads and sums (the reduction tree's first level,
+    :func:`_fused_parts`): :data:`FAN_IN` when a tile's partial (``n_rows_out`` rows of
+    the group's columns) is larger than the tile itself (more rows than a row tile: the
+    tallest, the others are the same or a remainder), when the partials, not the tiles,
+    would dominate the memory and the transfers of the pass; else 1 (a task per tile).
+    The sums are the same floats either way."""
+    tallest = max(b - a for a, b in layout.row_tiles)
+    return FAN_IN if len(layout.row_tiles) > 1 and int(n_rows_out) > tallest else 1
 
 
 # --------------------------------------------------------------------------- backend
@@ -614,13 +665,22 @@ class DaskBackend:
         lay = self.layout
         gathers = self._gathers(cols)
         u_local = [int(c) for c in cols] if len(lay.groups) == 1 else None
+        n_tiles = len(lay.row_tiles)
+        fuse = fused_tiles(len(cols), lay)
         part = dask.delayed(part_fn, pure=True)
+        fused = dask.delayed(_fused_parts, pure=True)
         totals = []
         for g in range(len(lay.groups)):
             segs = lay.segments(g)
-            parts = [part(self.source.tile(r, g), gathers[r], u_local, segs,
-                          *(((r, g),) if hashed else ()))
-                     for r in range(len(lay.row_tiles))]
+            where = [((r, g),) if hashed else () for r in range(n_tiles)]
+            if fuse > 1:
+                parts = [fused(part_fn, combine, [self.source.tile(r, g) for r in rs],
+                               [gathers[r] for r in rs], u_local, segs, [where[r] for r in rs])
+                         for rs in (range(i, min(i + fuse, n_tiles))
+                                    for i in range(0, n_tiles, fuse))]
+            else:
+                parts = [part(self.source.tile(r, g), gathers[r], u_local, segs, *where[r])
+                         for r in range(n_tiles)]
             totals.append(_tree(parts, combine))
         self.n_stream_passes += 1
         return totals
@@ -954,6 +1014,9 @@ def _sum_masked_init(parts):
             amax = max(amax, p[5])
             digests += p[6]
     return P, sq, Gn, cnt, bad, amax, digests
+
+
+_FOLDS[_sum_masked_init] = _add_masked_init
 
 
 def _count_masked_bad(totals):
