@@ -25,6 +25,10 @@ from dask_bid.engine.cluster import (
     package_versions,
 )
 
+# one pytest-xdist process runs this module: its module-scoped fixtures are then
+# computed once, not once per process (the suite's time, README)
+pytestmark = pytest.mark.xdist_group("deploy")
+
 FAST = dict(n_iter=6, burn_in=2, thin=1, random_state=0)
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 OTHER = "0.0.0+other"

@@ -10,6 +10,10 @@ from _support import planted
 from dask_bid import BayesianID, NotFittedError, bayesian_id, summary, to_inference_data
 from dask_bid.interface.diagnostics import retained_iterations
 
+# one pytest-xdist process runs this module: its module-scoped fixtures are then
+# computed once, not once per process (the suite's time, README)
+pytestmark = pytest.mark.xdist_group("diagnostics")
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)
     import arviz as az

@@ -25,7 +25,9 @@ from dask_bid.engine import plan_layout, to_zarr
 from dask_bid.interface import bayesian_id
 
 # every test here may wait on a cluster: never hang the suite
-pytestmark = pytest.mark.timeout(300)
+# one pytest-xdist process runs this module: its module-scoped fixtures are then
+# computed once, not once per process (the suite's time, README)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("engine-determinism")]
 
 M, N, K = 300, 200, 5
 # 30 iterations, 3 checkpoints: a cluster fit costs ~5 round trips per iteration (the

@@ -19,7 +19,9 @@ from dask_bid.engine import to_zarr
 from dask_bid.engine.dask_backend import plan_layout
 from dask_bid.interface import bayesian_id
 
-pytestmark = pytest.mark.timeout(240)
+# one pytest-xdist process runs this module: its module-scoped fixtures are then
+# computed once, not once per process (the suite's time, README)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("engine-masked")]
 
 M, N, K = 120, 80, 4
 KW = dict(n_iter=24, burn_in=8, thin=2, random_state=5, block_size=20, missing="mask",

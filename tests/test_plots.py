@@ -25,6 +25,10 @@ from dask_bid import (  # noqa: E402
 )
 from dask_bid.interface.plots import autocorrelation, fit_k_grid  # noqa: E402
 
+# one pytest-xdist process runs this module: its module-scoped fixtures are then
+# computed once, not once per process (the suite's time, README)
+pytestmark = pytest.mark.xdist_group("plots")
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

@@ -38,7 +38,9 @@ from dask_bid import (  # noqa: E402
 from dask_bid.engine import read_result, to_zarr  # noqa: E402
 from dask_bid.interface import bayesian_id  # noqa: E402
 
-pytestmark = pytest.mark.timeout(120)
+# one pytest-xdist process runs this module: its module-scoped fixtures are then
+# computed once, not once per process (the suite's time, README)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.xdist_group("s3")]
 
 M, N, K = 40, 12, 3
 CHUNKS = (10, 12)
