@@ -4,6 +4,8 @@ every unobserved entry) up to the rounding of the sums' order."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -125,12 +127,54 @@ def test_triplet_refusals(tmp_path, text, kw, error, match):
     assert not (tmp_path / "t.zarr").exists()  # nothing is left behind
 
 
-def test_parquet_without_pyarrow_names_the_extra(tmp_path):
-    try:
-        import pyarrow  # noqa: F401
-        pytest.skip("pyarrow is installed")
-    except ImportError:
-        pass
+def test_parquet_files_round_trip_by_column_name_and_position(tmp_path, monkeypatch):
+    """A real Parquet file (pyarrow, the [parquet] extra; in [test]), read in batches:
+    the same store as the text file, with the fields picked by name or by position."""
+    pa = pytest.importorskip("pyarrow", reason="the [parquet] extra (pyarrow) is needed")
+    import pyarrow.parquet as pq
+
+    A = _matrix(2)
+    r, c = np.nonzero(~np.isnan(A))
+    order = np.random.default_rng(1).permutation(r.size)  # any order of rows
+    table = pa.table({"user": (r[order] + 1).astype(np.int32),
+                      "stamp": np.full(r.size, 881250949, dtype=np.int64),  # ignored
+                      "item": (c[order] + 1).astype(np.int64),
+                      "rating": A[r, c][order].astype(np.float32).astype(np.float64)})
+    path = tmp_path / "r.parquet"
+    # several row groups and 64-row batches: the file is read in many pieces
+    pq.write_table(table, path, row_group_size=200)
+    monkeypatch.setattr(sio, "LINES_PER_CHUNK", 64)
+    want = np.full((M, N), np.nan)
+    want[r[order], c[order]] = table.column("rating").to_numpy()
+    by_name = convert_triplets(path, tmp_path / "n.zarr", columns=("user", "item", "rating"),
+                               index_base=1, shape=(M, N), quiet=True,
+                               block_edges=[0, 25, N])
+    np.testing.assert_array_equal(_dense(by_name), want)
+    by_pos = convert_triplets(path, tmp_path / "p.zarr", columns=(0, 2, 3), index_base=1,
+                              shape=(M, N), quiet=True)
+    np.testing.assert_array_equal(_dense(by_pos), want)
+    # a NaN rating is unobserved, as in a text file; a duplicate is refused naming it
+    t2 = table.set_column(3, "rating", pa.array(np.r_[np.nan, want[r[order], c[order]][1:]]))
+    pq.write_table(t2, tmp_path / "nan.parquet")
+    src = convert_triplets(tmp_path / "nan.parquet", tmp_path / "nan.zarr",
+                           columns=("user", "item", "rating"), index_base=1, shape=(M, N),
+                           quiet=True)
+    assert src.array.meta["nnz"] == r.size - 1
+    dup = pa.concat_tables([table, table.slice(5, 1)])
+    pq.write_table(dup, tmp_path / "dup.parquet")
+    dr, dc = r[order][5] + 1, c[order][5] + 1  # in the file's terms (index_base=1)
+    with pytest.raises(InputShapeError, match=rf"\(row {dr}, column {dc}\) more than once"):
+        convert_triplets(tmp_path / "dup.parquet", tmp_path / "dup.zarr",
+                         columns=("user", "item", "rating"), index_base=1, shape=(M, N),
+                         quiet=True)
+    assert not (tmp_path / "dup.zarr").exists()
+
+
+def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):
+    # pyarrow made unimportable for this test (None in sys.modules makes `import` raise
+    # ImportError), as on an install without the [parquet] extra
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     path = tmp_path / "t.parquet"
     path.write_bytes(b"PAR1")
     with pytest.raises(ParameterError, match=r"pip install 'dask_bid\[parquet\]'"):
