@@ -588,3 +588,60 @@ def test_cli_info_survives_any_stored_attributes(store, tmp_path, capsys, meta):
     else:
         with pytest.raises(CorruptStoreError, match="did not finish"):
             read_result(out)
+
+
+# ----------------------------------------------------------- checkpoints without out=
+_KILLED_CHILD = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    from dask_bid.interface import bayesian_id
+    A = np.random.default_rng(0).standard_normal((60, 24))
+    # slow after the first checkpoint, so that the parent kills it mid-fit
+    bayesian_id(A, 3, client="synchronous", n_iter=400, checkpoint_every=2,
+                callback=lambda st: time.sleep(0.2) if st.iteration > 2 else None)
+""")
+
+
+def test_checkpoints_of_a_killed_fit_without_out_are_removed_by_the_next(tmp_path,
+                                                                         monkeypatch):
+    """A fit without out= killed outright leaves its temporary checkpoint folder; the next
+    fit without out= removes it (its lease is stale), and nothing else: not a folder a
+    live fit holds, not one without a lease, not another program's file."""
+    import tempfile
+
+    from dask_bid.engine.scratch import CHECKPOINT_PREFIX
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_CHILD],
+                             env={**os.environ, "TMPDIR": str(tmp)},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp.glob(f"{CHECKPOINT_PREFIX}*/checkpoint")):
+            assert child.poll() is None, child.stderr.read().decode()[-3000:]
+            assert time.monotonic() < deadline, "no checkpoint within 120 s"
+            time.sleep(0.05)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        child.stderr.close()
+    (dead,) = [p for p in tmp.glob(f"{CHECKPOINT_PREFIX}*") if p.is_dir()]
+    assert Path(lock_path(dead)).is_file()  # left behind, with its lease
+    live = tmp / f"{CHECKPOINT_PREFIX}live"
+    live.mkdir()
+    unleased = tmp / f"{CHECKPOINT_PREFIX}unleased"
+    unleased.mkdir()
+    other = tmp / "someone-elses.txt"
+    other.write_text("x")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    with OutputLock(live):  # a fit still running
+        res = bayesian_id(np.random.default_rng(1).standard_normal((30, 12)), 2,
+                          client="synchronous", n_iter=6, burn_in=2)
+        assert res.columns.shape == (2,)
+        assert not dead.exists() and not Path(lock_path(dead)).exists()
+        assert live.is_dir() and Path(lock_path(live)).is_file()
+    assert unleased.is_dir() and other.read_text() == "x"
+    # the fit's own folder and lease are gone too
+    assert sorted(p.name for p in tmp.iterdir()) == sorted(
+        [live.name, unleased.name, other.name])

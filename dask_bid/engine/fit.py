@@ -12,8 +12,6 @@ import contextlib
 import logging
 import numbers
 import os
-import shutil
-import tempfile
 
 import numpy as np
 
@@ -36,6 +34,7 @@ from .scaling import (
     scale_params,
     unscale_result,
 )
+from .scratch import scratch_checkpoints
 from .zarr_io import (
     FORMAT_VERSION,
     check_output_location,
@@ -482,9 +481,10 @@ class _Fit:
 
         src, p, group, layout = self.src, scale_params(self.p, scale), self.group, self.layout
         M, N = src.shape
-        tmpdir = None
+        # without out=, the checkpoints go to a leased temporary folder (engine/scratch.py)
+        scratch = contextlib.ExitStack()
         if self.out is None:
-            tmpdir = tempfile.mkdtemp(prefix="dask_bid-ckpt-")
+            tmpdir = scratch.enter_context(scratch_checkpoints())
             spec = StoreSpec(tmpdir)
             spec.group(mode="w")
         else:
@@ -579,8 +579,7 @@ class _Fit:
         finally:
             for be in backends:
                 be.close()
-            if tmpdir is not None:
-                shutil.rmtree(tmpdir, ignore_errors=True)
+            scratch.close()
         return res
 
 
