@@ -11,7 +11,8 @@ measures, in the same run on the same store:
 1. ``pass``: one plain dask streaming pass, ``da.from_zarr(path).sum().compute()``;
 2. ``svd``: ``dask.array.linalg.svd_compressed(A, k=50, compute=True)``, to completion;
 3. ``fit``: a complete default fit (every parameter at its default: 1000 iterations),
-   each iteration timed by the callback;
+   each iteration timed by the callback (``--n-candidates auto 1000``: once per value,
+   the same chain with other candidate batches);
 
 and prints ``s/iter / pass`` (target <= 0.2), counted two ways: the whole fit divided by
 the iterations (initialisation, every pass over A and the summary included: an upper bound) and
@@ -63,6 +64,9 @@ def main(argv=None):
     ap.add_argument("--store", default="/tmp/bench_engine_tall.zarr")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--repeat", type=int, default=1, help="measure this many times")
+    ap.add_argument("--n-candidates", nargs="+", default=["auto"],
+                    help="fit once with each of these n_candidates (default: auto, the "
+                         "default fit); e.g. auto 1000 compares A^T A whole with batches")
     args = ap.parse_args(argv)
     M, N, K = args.rows, args.cols, args.rank
     if not os.path.exists(args.store):
@@ -90,22 +94,29 @@ def main(argv=None):
                 dask.compute(u, s, v)
                 t_svd = time.perf_counter() - t0
                 print(f"[{rep}] svd_compressed(k={K}, compute=True): {t_svd:.1f} s", flush=True)
-                stamps = []
-                t0 = time.perf_counter()
-                res = bayesian_id(args.store, K, client=client, random_state=2,
-                                  callback=lambda st, stamps=stamps: stamps.append(
-                                      time.perf_counter()))
-                t_fit = time.perf_counter() - t0
-                n_it = len(stamps)
-                d = np.diff(stamps)
-                print(f"[{rep}] default fit ({n_it} iterations): {t_fit:.1f} s; before the "
-                      f"first iteration ended {stamps[0] - t0:.1f} s, iterations 2-{n_it} "
-                      f"{stamps[-1] - stamps[0]:.1f} s, summary {t0 + t_fit - stamps[-1]:.1f} s; "
-                      f"{res.n_passes} candidate passes; mse {res.mse:.5f}", flush=True)
-                print(f"[{rep}] s/iter / pass: whole fit / {n_it} = {t_fit / n_it:.3f} s -> "
-                      f"{t_fit / n_it / t_pass:.4f}; median iteration {np.median(d):.4f} s -> "
-                      f"{np.median(d) / t_pass:.4f} (target <= 0.2)", flush=True)
-                print(f"[{rep}] fit / svd = {t_fit / t_svd:.2f} (target <= 3)", flush=True)
+                for nc in args.n_candidates:
+                    nc = nc if nc == "auto" else int(nc)
+                    what = "default fit" if nc == "auto" else f"fit with n_candidates={nc}"
+                    stamps = []
+                    t0 = time.perf_counter()
+                    res = bayesian_id(args.store, K, client=client, random_state=2,
+                                      n_candidates=nc,
+                                      callback=lambda st, stamps=stamps: stamps.append(
+                                          time.perf_counter()))
+                    t_fit = time.perf_counter() - t0
+                    n_it = len(stamps)
+                    d = np.diff(stamps)
+                    print(f"[{rep}] {what} ({n_it} iterations): {t_fit:.1f} s; before the "
+                          f"first iteration ended {stamps[0] - t0:.1f} s, iterations 2-{n_it} "
+                          f"{stamps[-1] - stamps[0]:.1f} s, summary "
+                          f"{t0 + t_fit - stamps[-1]:.1f} s; {res.n_passes} candidate passes; "
+                          f"mse {res.mse:.5f}", flush=True)
+                    print(f"[{rep}] s/iter / pass: whole fit / {n_it} = {t_fit / n_it:.3f} s "
+                          f"-> {t_fit / n_it / t_pass:.4f}; median iteration "
+                          f"{np.median(d):.4f} s -> {np.median(d) / t_pass:.4f} "
+                          "(target <= 0.2)", flush=True)
+                    print(f"[{rep}] {what}: fit / svd = {t_fit / t_svd:.2f} (target <= 3)",
+                          flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(args.store, ignore_errors=True)

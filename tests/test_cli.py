@@ -14,7 +14,7 @@ import zarr
 
 from dask_bid import open_result
 from dask_bid.baselines import RandomizedID
-from dask_bid.interface.cli import convert_to_zarr, main
+from dask_bid.interface.cli import InterruptLatch, convert_to_zarr, main
 from dask_bid.interface.demo import make_demo_matrix
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -414,9 +414,9 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path, capsy
             "--n-pivot", "0", "--tempered-warmup", "0"]
     p = subprocess.Popen([sys.executable, "-m", "dask_bid.interface.cli", *map(str, base)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # wait until the fit has completed its first checkpoint, then interrupt it once: even
-    # if the signal lands while numba loads a kernel (where Python drops the exception)
-    # the CLI's InterruptLatch stops the fit at the end of the iteration
+    # wait until the fit has completed its first checkpoint, then interrupt it once: the
+    # CLI's InterruptLatch stops the fit at the end of the iteration, and the engine saves
+    # that iteration first
     ckpt = out / "checkpoint"
 
     def complete():
@@ -438,7 +438,14 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path, capsy
     assert p.returncode == 130, err[-2000:]
     # (zarr's event loop may add a note of its own at interpreter exit)
     ours = [ln for ln in err.splitlines() if ln.startswith("dask-bid:")]
-    assert ours == ["dask-bid: interrupted (continue with --resume)"], err[-2000:]
+    assert ours == [InterruptLatch.MESSAGE, "dask-bid: interrupted (continue with --resume)"], \
+        err[-2000:]
+    # the newest checkpoint is the interrupted iteration's (at or after the first, at 5;
+    # test_engine_masked and test_s3 check the iteration exactly)
+    saved = sorted(int(m.parent.parent.name.split("-it")[1])
+                   for m in ckpt.glob("c0-it*/client/zarr.json")
+                   if json.loads(m.read_text()).get("attributes", {}).get("complete"))
+    assert saved and saved[-1] >= 5, saved
     # the rest in this process (a new interpreter costs seconds: the suite's time), where
     # a resume that found no checkpoint and restarted would fail on its warning
     capsys.readouterr()
@@ -493,9 +500,10 @@ def test_progress_of_a_resumed_chain_starts_where_it_stopped():
         assert bar.bar.n == 400
 
 
-def test_interrupt_latch_remembers_an_interrupt():
-    """A Ctrl-C whose KeyboardInterrupt is swallowed (as in a ctypes callback) is raised
-    again by the next check; outside the latch SIGINT is back to its previous handler."""
+def test_interrupt_latch_stops_at_the_next_check_and_at_once_on_a_second_ctrl_c(capsys):
+    """The first Ctrl-C is remembered and raised by the next check (after the iteration);
+    a second one raises where it lands; outside the latch SIGINT is back to its previous
+    handler."""
     import signal
     import time
 
@@ -504,12 +512,13 @@ def test_interrupt_latch_remembers_an_interrupt():
     before = signal.getsignal(signal.SIGINT)
     with InterruptLatch() as latch:
         latch.check()  # nothing yet
-        try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.5)  # the handler runs at the next bytecode boundary
-        except KeyboardInterrupt:
-            pass  # dropped, as Python does inside a ctypes callback
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # the handler runs at the next bytecode boundary: no exception
         assert latch.hit
+        assert InterruptLatch.MESSAGE in capsys.readouterr().err
         with pytest.raises(KeyboardInterrupt):
             latch.check()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)
     assert signal.getsignal(signal.SIGINT) is before

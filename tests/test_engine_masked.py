@@ -179,7 +179,7 @@ def test_interrupted_masked_fit_resumes_bitwise(store, reference, tmp_path, samp
     seen = []
     res = bayesian_id(store, K, chunks=TILES, checkpoint_every=5, out=out, resume=True,
                       callback=lambda st: seen.append(st.iteration), **kw, **SYNC)
-    assert seen[0] == 6, "resumed from the checkpoint at iteration 5"
+    assert seen[0] == 9, "resumed from the checkpoint of the stop at iteration 8"
     assert_same_chain(whole, res)
     assert res.mse_observed == whole.mse_observed
     # the stored result reads back with the masked fit's numbers

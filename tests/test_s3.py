@@ -173,13 +173,14 @@ def test_checkpoints_on_s3_and_resume_give_the_uninterrupted_fit(s3, s3_input, l
     keys = s3.keys(bucket)
     ckpts = {k.split("/")[2] for k in keys
              if k.startswith("fit.zarr/checkpoint/") and k.count("/") > 2}
-    assert ckpts == {"c0-it00000003", "c0-it00000006"}  # the two newest, on S3
+    # the two newest, on S3: the periodic one at 6 and the stop's own at 7
+    assert ckpts == {"c0-it00000006", "c0-it00000007"}
     with pytest.raises(Exception, match="stopped before the end"):
         read_result(out, storage_options=so)  # marked interrupted, not taken for a result
     seen = []
     res = bayesian_id(url, K, out=out, storage_options=so, resume=True,
                       callback=lambda st: seen.append(st.iteration), **KW)
-    assert seen[0] == 7  # continued after the checkpoint of iteration 6
+    assert seen[0] == 8  # continued right after the stop at iteration 7
     assert_same_chain(res, local_fit)
     assert_same_chain(read_result(out, storage_options=so), local_fit)
     assert not any(k.startswith("fit.zarr/checkpoint/") for k in s3.keys(bucket))

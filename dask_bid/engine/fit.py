@@ -146,7 +146,15 @@ class _ChainRunner:
         if state.iteration % self.every == 0 and state.iteration < self.cfg.n_iter:
             self.checkpoint(state)
         if self.callback is not None:
-            self.callback(state)
+            try:
+                self.callback(state)
+            except KeyboardInterrupt:
+                # the caller stops the fit here (the CLI's Ctrl-C, or a callback's own
+                # stop): save this iteration first, so that a resume continues right
+                # after it instead of replaying up to checkpoint_every iterations
+                if self.saved_at != state.iteration:
+                    self.checkpoint(state)
+                raise
 
     def restore(self):
         """The newest checkpoint whose every part reads back, or None (start afresh).
@@ -249,7 +257,9 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         input, output and checkpoints; local paths ignore them, so one dict serves a URL
         input and a local output.
     callback : callable, optional
-        ``callback(state)`` after every iteration, with the chain's ``ClientState``.
+        ``callback(state)`` after every iteration, with the chain's ``ClientState``. A
+        ``KeyboardInterrupt`` it raises stops the fit after a checkpoint of that iteration
+        is written: ``resume=True`` continues right after it.
     initial_columns : callable, optional
         ``initial_columns(A, p, entropy, chain)`` -> K starting columns or None (random);
         the interface passes the one that runs the baselines for ``init="sketch"``, ...

@@ -64,22 +64,30 @@ class ChainProgress:
 
 
 class InterruptLatch:
-    """Ctrl-C raises KeyboardInterrupt as usual and is also remembered; :meth:`check`
-    (called after every iteration) raises it again.
+    """Ctrl-C stops the fit at the end of the current iteration; a second Ctrl-C at once.
 
-    A KeyboardInterrupt that lands while numba loads a kernel is raised inside an
-    llvmlite ctypes callback, where Python prints and drops it, and the fit would run on;
-    the latch makes the next iteration stop instead. Installed from the main thread only
-    (elsewhere it is inert).
+    The first SIGINT only sets :attr:`hit` and says so on stderr; :meth:`check` (called
+    after every iteration, from the fit's callback) then raises KeyboardInterrupt, and the
+    engine writes a checkpoint of that iteration before it stops (``--resume`` continues
+    right after it). A second SIGINT raises KeyboardInterrupt where it lands, for a fit
+    stuck waiting. Nothing is lost when an interrupt lands inside compiled code either:
+    numba's ctypes callbacks, where Python drops an exception, are never asked to raise
+    by the first one. Installed from the main thread only (elsewhere it is inert).
     """
+
+    #: what the first Ctrl-C prints (stderr)
+    MESSAGE = ("dask-bid: stopping after this iteration and saving a checkpoint "
+               "(Ctrl-C again to stop at once)")
 
     def __init__(self):
         self.hit = False
         self._old = None
 
     def _handler(self, signum, frame):
+        if self.hit:
+            raise KeyboardInterrupt
         self.hit = True
-        raise KeyboardInterrupt
+        print(f"\n{self.MESSAGE}", file=sys.stderr, flush=True)
 
     def check(self):
         if self.hit:
