@@ -17,7 +17,8 @@ measures, in the same run on the same store:
 and prints ``s/iter / pass`` (target <= 0.2), counted two ways: the whole fit divided by
 the iterations (initialisation, every pass over A and the summary included: an upper bound) and
 the median iteration; and ``fit / svd`` (target <= 3). The store is deleted at the end
-unless ``--keep``.
+unless ``--keep``. ``--profile`` instead times the pass computing all of A^T A against
+numpy's and dask's products (wall and the workers' CPU seconds).
 """
 
 from __future__ import annotations
@@ -56,6 +57,46 @@ def du(path):
     return total
 
 
+def _workers_cpu(client):
+    """CPU seconds (user + system) the workers' processes have used so far."""
+    import psutil
+
+    return sum(client.run(lambda: sum(psutil.Process().cpu_times()[:2])).values())
+
+
+def profile_pass(store, client, K):
+    """``--profile``: the pass computing all of A^T A against BLAS and dask's own product
+    (docs/performance.md, "The candidate-row pass"): wall and the workers' CPU seconds,
+    GFlop/s counted as 2 M N^2 (numpy's ``A.T @ A`` uses syrk: half of that)."""
+    from threadpoolctl import threadpool_limits
+
+    x = da.from_zarr(store)
+    M, N = x.shape
+    flops = 2.0 * M * N * N
+    if M * N * 8 < 4 * 2**30:
+        A = x.compute()
+        with threadpool_limits(1):
+            for name, B in (("A.T @ A (syrk)", A), ("A.T @ B (gemm)", A.copy())):
+                t0, c0 = time.perf_counter(), time.process_time()
+                A.T @ B
+                t, c = time.perf_counter() - t0, time.process_time() - c0
+                print(f"numpy {name}, 1 thread: {t:.1f} s, {c:.1f} CPU s, "
+                      f"{flops / c / 1e9:.0f} GFlop/s", flush=True)
+        del A, B
+    for name, run in (("dask (x.T @ x).compute()", lambda: (x.T @ x).compute()),
+                      ("bayesian_id n_iter=2, all of A^T A in the first pass",
+                       lambda: bayesian_id(store, K, client=client, n_iter=2, burn_in=1,
+                                           init="random", n_candidates=N, refine_sweeps=0,
+                                           random_state=0))):
+        c0 = _workers_cpu(client)
+        t0 = time.perf_counter()
+        run()
+        t = time.perf_counter() - t0
+        c = _workers_cpu(client) - c0
+        print(f"{name}: {t:.1f} s, workers {c:.1f} CPU s, {flops / c / 1e9:.1f} GFlop/s "
+              "per CPU s", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=220_000)
@@ -67,6 +108,8 @@ def main(argv=None):
     ap.add_argument("--n-candidates", nargs="+", default=["auto"],
                     help="fit once with each of these n_candidates (default: auto, the "
                          "default fit); e.g. auto 1000 compares A^T A whole with batches")
+    ap.add_argument("--profile", action="store_true",
+                    help="only profile the pass computing all of A^T A (see profile_pass)")
     args = ap.parse_args(argv)
     M, N, K = args.rows, args.cols, args.rank
     if not os.path.exists(args.store):
@@ -83,6 +126,9 @@ def main(argv=None):
             x.sum().compute()  # warm the page cache and the workers
             bayesian_id(args.store, K, client=client, n_iter=3, burn_in=1, init="random",
                         random_state=0)  # compile the workers' kernels
+            if args.profile:
+                profile_pass(args.store, client, K)
+                return
             for rep in range(args.repeat):
                 t0 = time.perf_counter()
                 x.sum().compute()
