@@ -27,6 +27,10 @@ def pytest_configure(config):
     # does the same. The workers are still separate processes, killed for real.
     os.environ["DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD"] = "forkserver"
     dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
+    # no statistical profiler in the workers (a thread sampling every 10 ms): nothing
+    # here reads its profiles
+    os.environ["DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED"] = "False"
+    dask.config.set({"distributed.worker.profile.enabled": False})
 
 
 def pytest_unconfigure(config):
@@ -56,11 +60,12 @@ def shared_data_dir() -> Path:
     return d
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def shared_cluster():
-    """A LocalCluster of 2 worker processes x 1 thread, shared by the tests of one pytest
-    process that neither kill its workers nor limit their memory: starting one and
-    loading the kernels in its workers costs seconds each time (the suite's time, README).
+    """A LocalCluster of 2 worker processes x 1 thread, shared by the tests of a module
+    that neither kill its workers nor limit their memory: starting one and loading the
+    kernels in its workers costs seconds each time (the suite's time, README). Not for
+    the whole session: an idle cluster costs ~10 % of a core (heartbeats, monitors).
     Tests take their own Client (:func:`shared_client`), so no future outlives a test."""
     from distributed import LocalCluster
 
