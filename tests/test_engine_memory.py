@@ -75,10 +75,10 @@ def test_fit_larger_than_worker_memory(tmp_path):
             t0 = time.perf_counter()
             try:
                 res = bayesian_id(path, K, client=client, out=str(tmp_path / "out.zarr"),
-                                  n_iter=40, burn_in=20, thin=2, random_state=0,
+                                  n_iter=24, burn_in=12, thin=2, random_state=0,
                                   # the subject is memory: the least-squares search from a
                                   # random start (no extra pass for a starting basis); in
-                                  # 40 iterations it does not reach the rank-10 span, so
+                                  # 24 iterations it does not reach the rank-10 span, so
                                   # the check of the fit below is only a sanity bound
                                   sampler="search", init="random",
                                   # 80 candidate rows of A^T A per pass (1.3 MB): a few
