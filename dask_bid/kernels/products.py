@@ -60,7 +60,7 @@ def row_products_into(U, T, out_t):
             np.matmul(TT, panel, out=out_t[:, s:s + w])
 
 
-def row_products(U, T, *, order="C"):
+def row_products(U, T):
     """``U.T @ T`` computed in panels of :data:`ROW_PANEL` columns of ``U``.
 
     Parameters
@@ -69,9 +69,6 @@ def row_products(U, T, *, order="C"):
         The columns a_u (of one tile's rows).
     T : ndarray, shape (rows, n)
         The tile (or a column range of it).
-    order : {"C", "F"}
-        The memory order of the result ("F" saves a copy: the panels are written
-        there).
 
     Returns
     -------
@@ -81,4 +78,4 @@ def row_products(U, T, *, order="C"):
     m, n = U.shape[1], T.shape[1]
     out = np.empty((m, n), dtype=np.result_type(U, T, np.float64), order="F")
     row_products_into(U, T, out.T)
-    return out if order == "F" else np.ascontiguousarray(out)
+    return np.ascontiguousarray(out)
