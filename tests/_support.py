@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import signal
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -33,3 +38,31 @@ def assert_same_chain(a, b, mse_rtol=0.0):
         assert a.mse == pytest.approx(b.mse, rel=mse_rtol)
     else:
         assert a.mse == b.mse
+
+
+def complete_checkpoints(out):
+    """Iterations of the complete checkpoints of chain 0 written so far under ``out``."""
+    found = []
+    for meta in Path(out, "checkpoint").glob("c0-it*/client/zarr.json"):
+        try:
+            attrs = json.loads(meta.read_text()).get("attributes", {})
+        except (OSError, ValueError):
+            continue  # being written
+        if attrs.get("complete"):
+            found.append(int(meta.parent.parent.name.split("-it")[1]))
+    return sorted(found)
+
+
+def kill_when(child, ready, timeout, what):
+    """SIGKILL the subprocess ``child`` once ``ready()`` holds; fails if the child ends
+    first (with its stderr) or ``timeout`` seconds pass ("no {what} within ...")."""
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            assert child.poll() is None, child.stderr.read().decode()[-3000:]
+            assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+            time.sleep(0.05)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        child.stderr.close()

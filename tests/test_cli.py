@@ -11,6 +11,7 @@ import dask
 import numpy as np
 import pytest
 import zarr
+from _support import complete_checkpoints
 
 from dask_bid import open_result
 from dask_bid.baselines import RandomizedID
@@ -417,19 +418,8 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path, capsy
     # wait until the fit has completed its first checkpoint, then interrupt it once: the
     # CLI's InterruptLatch stops the fit at the end of the iteration, and the engine saves
     # that iteration first
-    ckpt = out / "checkpoint"
-
-    def complete():
-        for meta in ckpt.glob("c0-it*/client/zarr.json"):
-            try:
-                if json.loads(meta.read_text()).get("attributes", {}).get("complete"):
-                    return True
-            except (OSError, ValueError):
-                pass  # being written
-        return False
-
     deadline = time.time() + 120
-    while time.time() < deadline and p.poll() is None and not complete():
+    while time.time() < deadline and p.poll() is None and not complete_checkpoints(out):
         time.sleep(0.05)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=120)
@@ -442,9 +432,7 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path, capsy
         err[-2000:]
     # the newest checkpoint is the interrupted iteration's (at or after the first, at 5;
     # test_engine_masked and test_s3 check the iteration exactly)
-    saved = sorted(int(m.parent.parent.name.split("-it")[1])
-                   for m in ckpt.glob("c0-it*/client/zarr.json")
-                   if json.loads(m.read_text()).get("attributes", {}).get("complete"))
+    saved = complete_checkpoints(out)
     assert saved and saved[-1] >= 5, saved
     # the rest in this process (a new interpreter costs seconds: the suite's time), where
     # a resume that found no checkpoint and restarted would fail on its warning

@@ -6,20 +6,17 @@ counter based and the block operations pure, so a replay draws the same numbers.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
-from pathlib import Path
 
 import dask
 import numpy as np
 import pytest
 import zarr
-from _support import assert_same_chain
+from _support import assert_same_chain, complete_checkpoints, kill_when
 from distributed import Client, Future, LocalCluster
 
 from dask_bid.engine import to_zarr
@@ -69,19 +66,6 @@ def cluster():
         yield client
 
 
-def _complete_checkpoints(out):
-    """Iterations of the complete checkpoints written so far under ``out``."""
-    found = []
-    for meta in Path(out, "checkpoint").glob("c0-it*/client/zarr.json"):
-        try:
-            attrs = json.loads(meta.read_text()).get("attributes", {})
-        except (OSError, ValueError):
-            continue  # being written
-        if attrs.get("complete"):
-            found.append(int(meta.parent.parent.name.split("-it")[1]))
-    return sorted(found)
-
-
 _CHILD = textwrap.dedent("""
     import sys, time
     from dask_bid.interface import bayesian_id
@@ -103,20 +87,12 @@ def test_resume_after_the_fitting_process_is_killed(store, reference, cluster, t
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD.format(kw=KW), store, out, address, str(K)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 180
-        while not [t for t in _complete_checkpoints(out) if t >= 20]:
-            assert child.poll() is None, child.stderr.read().decode()[-3000:]
-            assert time.monotonic() < deadline, "no checkpoint within 180 s"
-            time.sleep(0.05)
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-        child.stderr.close()
+    kill_when(child, lambda: [t for t in complete_checkpoints(out) if t >= 20], 180,
+              "checkpoint")
     assert child.returncode == -signal.SIGKILL
     meta = zarr.open_group(out, mode="r").attrs["dask_bid"]
     assert meta["status"] == "running"
-    killed_at = max(_complete_checkpoints(out))
+    killed_at = max(complete_checkpoints(out))
     assert killed_at < KW["n_iter"], "the child finished before it was killed"
 
     seen = []

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from _support import assert_same_chain
+from _support import assert_same_chain, kill_when
 
 from dask_bid import (
     CheckpointError,
@@ -617,16 +617,8 @@ def test_checkpoints_of_a_killed_fit_without_out_are_removed_by_the_next(tmp_pat
     child = subprocess.Popen([sys.executable, "-c", _KILLED_CHILD],
                              env={**os.environ, "TMPDIR": str(tmp)},
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120
-        while not list(tmp.glob(f"{CHECKPOINT_PREFIX}*/checkpoint")):
-            assert child.poll() is None, child.stderr.read().decode()[-3000:]
-            assert time.monotonic() < deadline, "no checkpoint within 120 s"
-            time.sleep(0.05)
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-        child.stderr.close()
+    kill_when(child, lambda: list(tmp.glob(f"{CHECKPOINT_PREFIX}*/checkpoint")), 120,
+              "checkpoint")
     (dead,) = [p for p in tmp.glob(f"{CHECKPOINT_PREFIX}*") if p.is_dir()]
     assert Path(lock_path(dead)).is_file()  # left behind, with its lease
     live = tmp / f"{CHECKPOINT_PREFIX}live"

@@ -51,9 +51,8 @@ def scheduler_timeout():
     """The seconds to wait for a scheduler address: ``dask_bid.scheduler-timeout`` in the
     dask config (e.g. ``DASK_DASK_BID__SCHEDULER_TIMEOUT=30``), else
     :data:`SCHEDULER_TIMEOUT`."""
-    import dask
-
     return float(dask.config.get("dask_bid.scheduler-timeout", SCHEDULER_TIMEOUT))
+
 
 _SYNC_NAMES = ("sync", "synchronous", "single-threaded")
 
