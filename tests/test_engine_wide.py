@@ -159,18 +159,22 @@ def test_the_client_never_receives_an_n_vector(wide, small_cluster, monkeypatch)
     # scalars, K-vectors and per-candidate shares, never a row or column of size N
     A, z = wide
     sizes, in_chain = [], [False]
-    gather = DistributedExecutor.gather
 
-    def measured(self, handles):
-        out = gather(self, handles)
-        if in_chain[0]:
-            sizes.append(sizeof(out))
-        return out
+    def measured(receive):
+        def wrapper(self, handles):
+            out = receive(self, handles)
+            if in_chain[0]:
+                sizes.append(sizeof(out))
+            return out
+        return wrapper
 
     def callback(state):
         in_chain[0] = 1 <= state.iteration < N_ITER
 
-    monkeypatch.setattr(DistributedExecutor, "gather", measured)
+    # gather: results fetched from the workers; collect: the block maps' small results,
+    # which come with the tasks (engine/reports.py)
+    monkeypatch.setattr(DistributedExecutor, "gather", measured(DistributedExecutor.gather))
+    monkeypatch.setattr(DistributedExecutor, "collect", measured(DistributedExecutor.collect))
     bayesian_id(z, K, client=small_cluster, callback=callback, **KW)
     assert len(sizes) >= 3 * (N_ITER - 2)  # a few round trips an iteration
     # the largest (~8 kB here: a prefetch of up to 64 columns' H[:, c] and ||a_c||^2,

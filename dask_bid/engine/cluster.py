@@ -13,7 +13,9 @@
   synchronous path if ``dask.config`` selects the synchronous scheduler, otherwise a
   ``LocalCluster`` (processes, 2 workers x 1 thread) that is shut down at the end.
 
-Both executors expose the same tiny interface (``submit``, ``gather``, ``compute``), so the
+Both executors expose the same tiny interface (``submit``, ``gather``, ``compute``, and
+``submit_reporting`` / ``collect`` for a task whose small result the client needs while its
+state stays on the worker, :mod:`.reports`), so the
 backend code is the same on every path and the random streams, being counter based, give the
 same draws whatever runs them.
 
@@ -83,6 +85,12 @@ class SyncExecutor:
     def gather(self, handles):
         return list(handles)
 
+    def submit_reporting(self, fn, *args, key=None, hint=None):
+        return fn(*args)
+
+    def collect(self, handles):
+        return [h[1] for h in handles]
+
     def compute(self, objs):
         return list(dask.compute(*objs, scheduler="synchronous"))
 
@@ -114,6 +122,20 @@ class DistributedExecutor:
 
     def gather(self, handles):
         return self.client.gather(list(handles))
+
+    def submit_reporting(self, fn, *args, key, hint=None):
+        """Submit ``fn(*args) -> (state, small)``; :meth:`collect` then returns the
+        ``small`` parts without a second task per future (:mod:`.reports`)."""
+        from .reports import inbox, reporting_task
+
+        kw = {"workers": [hint], "allow_other_workers": True} if hint else {}
+        return self.client.submit(reporting_task, inbox(self.client).topic, key, fn, *args,
+                                  key=key, pure=False, **kw)
+
+    def collect(self, handles):
+        from .reports import inbox
+
+        return inbox(self.client).collect(self.client, list(handles))
 
     def compute(self, objs):
         return self.client.compute(list(objs))

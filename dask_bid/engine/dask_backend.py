@@ -464,10 +464,6 @@ def _apply(held, fn, ctx):
     return fn(_state(held), _realign(ctx))
 
 
-def _second(held):
-    return held[1]
-
-
 def _column(held, col, proposal):
     return block_column(_state(held), col, proposal)
 
@@ -786,12 +782,15 @@ class DaskBackend:
                               for b in range(len(self.blocks))]
 
     def map(self, fn, ctx):
-        new = self._submit_blocks(getattr(fn, "__name__", "op"), _apply, fn, ctx)
+        # one task per block: the new state stays on the worker, its small result comes
+        # back with the task (engine/reports.py), not through a second task
         self._n += 1
-        small = [self.ex.submit(_second, h, key=self._key("small", b))
-                 for b, h in enumerate(new)]
+        what = getattr(fn, "__name__", "op")
+        new = [self.ex.submit_reporting(_apply, h, fn, ctx, key=self._key(what, b),
+                                        hint=self._hints[b])
+               for b, h in enumerate(self._held)]
         self._held = new
-        return self.ex.gather(small)
+        return self.ex.collect(new)
 
     def posterior(self, key):
         parts = self.ex.gather(self._submit_blocks("post", _posterior, key))
