@@ -491,35 +491,36 @@ class _Fit:
 
         src, p, group, layout = self.src, scale_params(self.p, scale), self.group, self.layout
         M, N = src.shape
-        # without out=, the checkpoints go to a leased temporary folder (engine/scratch.py)
+        # without out=, the checkpoints go to a leased temporary folder (engine/scratch.py),
+        # released in the finally below whatever fails after it is taken
         scratch = contextlib.ExitStack()
-        if self.out is None:
-            tmpdir = scratch.enter_context(scratch_checkpoints())
-            spec = StoreSpec(tmpdir)
-            spec.group(mode="w")
-        else:
-            spec = StoreSpec(local_path(self.out), self.storage_options)
-        n_trace = min(int(p["n_trace_columns"]), N)
-        trace_cols = (np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64))
-                      if n_trace else ())
-        masked = _masked(p)
-        # a Zarr input read with an explicit mask: its view (NaN where unobserved)
-        base = src.to_dask() if masked and src.kind == "zarr" else src.array
-        A0 = base if not scale or src.kind == "sparse" else scale_array(base, scale)
-        if src.kind == "sparse":
-            # the interface's initial_columns reads a sparse input itself (a sketch of
-            # its observed entries); nothing dense is built
-            from .sparse_backend import SparseDaskBackend, SparseTileSource
-
-            A0, Backend, Source = src, SparseDaskBackend, SparseTileSource
-        else:
-            if masked:
-                A0 = _zero_filled(A0)
-            Backend = MaskedDaskBackend if masked else DaskBackend
-            Source = TileSource
         backends = []
         source = None
         try:
+            if self.out is None:
+                tmpdir = scratch.enter_context(scratch_checkpoints())
+                spec = StoreSpec(tmpdir)
+                spec.group(mode="w")
+            else:
+                spec = StoreSpec(local_path(self.out), self.storage_options)
+            n_trace = min(int(p["n_trace_columns"]), N)
+            trace_cols = (np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64))
+                          if n_trace else ())
+            masked = _masked(p)
+            # a Zarr input read with an explicit mask: its view (NaN where unobserved)
+            base = src.to_dask() if masked and src.kind == "zarr" else src.array
+            A0 = base if not scale or src.kind == "sparse" else scale_array(base, scale)
+            if src.kind == "sparse":
+                # the interface's initial_columns reads a sparse input itself (a sketch of
+                # its observed entries); nothing dense is built
+                from .sparse_backend import SparseDaskBackend, SparseTileSource
+
+                A0, Backend, Source = src, SparseDaskBackend, SparseTileSource
+            else:
+                if masked:
+                    A0 = _zero_filled(A0)
+                Backend = MaskedDaskBackend if masked else DaskBackend
+                Source = TileSource
             with cluster_executor(self.client) as ex:
                 current = (ex.client.as_current() if ex.is_distributed
                            else contextlib.nullcontext())
