@@ -1,9 +1,15 @@
 """Tasks and wall time per iteration of a default fit on a process LocalCluster.
 
-Compares, in the same process and on the same cluster, the block maps' small results sent
-with the task (``engine/reports.py``, what the engine does) against the former way: a
-second task per block extracting the result, gathered from the worker. The two are run
-alternately, ``--repeats`` times each, after a warm-up fit (kernels compiled on the
+Compares, in the same process and on the same cluster, three ways of running the block
+maps (``DaskBackend.map``):
+
+- ``packs``: what the engine does: a worker's small blocks in one task (``PACK_BYTES``),
+  the small results sent with the task (``engine/reports.py``);
+- ``events``: one task per block (``PACK_BYTES = 0``), results sent with the task;
+- ``second task``: the former way: one task per block and a second task per block
+  extracting its small result, gathered from the worker.
+
+They run in turn, ``--repeats`` times each, after a warm-up fit (kernels compiled on the
 workers). The chains are the same bit for bit (checked).
 
     python benchmarks/bench_round_trips.py [--rows 300 --cols 200 --k 5 --block-size 50]
@@ -17,6 +23,8 @@ import tempfile
 import time
 
 import numpy as np
+
+MODES = ("packs", "events", "second task")
 
 
 def _second_task_way():
@@ -66,8 +74,12 @@ def main():
             Client(cl) as client:
         bayesian_id(store, K, client=client, **{**kw, "n_iter": 5, "burn_in": 1})
         ref = None
+        from dask_bid.engine import dask_backend
+
+        pack_bytes = dask_backend.PACK_BYTES
         for rep in range(args.repeats):
-            for mode in ("events", "second task"):
+            for mode in MODES:
+                dask_backend.PACK_BYTES = pack_bytes if mode == "packs" else 0
                 if mode == "second task":
                     _second_task_way()
                 stamps = []
@@ -91,7 +103,7 @@ def main():
     print("|---|---|---|---|---|")
     for rep, mode, tpi, ms, tot in rows:
         print(f"| {rep} | {mode} | {tpi:.1f} | {ms:.1f} | {tot:.2f} |")
-    for mode in ("events", "second task"):
+    for mode in MODES:
         ms = [r[3] for r in rows if r[1] == mode]
         print(f"{mode}: median ms / iteration over repeats {np.median(ms):.1f}")
 

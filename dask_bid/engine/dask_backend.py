@@ -25,12 +25,17 @@ nothing of size N reaches the client.
 
 Block operations
 ----------------
-``map(fn, ctx)`` submits ``fn(state_b, ctx)`` for every block and gathers only the small
-second element of each result (scalars). The new futures replace the old ones, which are
-released. ``rebase(checkpoint)`` replaces every state future by a task that loads it from a
-checkpoint: that cuts the task lineage the scheduler keeps for recomputation, so the task
-count is bounded by ``checkpoint_every`` iterations, and a worker lost in between is
-recovered by the scheduler replaying (bitwise) the few tasks since the checkpoint.
+``map(fn, ctx)`` runs ``fn(state_b, ctx)`` for every block and brings back only the small
+second element of each result (scalars), which the task sends to the client itself
+(``engine/reports.py``). Blocks hinted to the same worker whose states are small
+(``PACK_BYTES`` together, as last measured) are updated by one task, a *pack*, whose result
+holds all their states; a block of a pack is then referred to as ``{"pack": future, "i":
+index}``, which every block task resolves (``_state``). The new futures replace the old
+ones, which are released. ``rebase(checkpoint)`` replaces every state future by a task
+that loads it from a checkpoint: that cuts the task lineage the scheduler keeps for
+recomputation, so the task count is bounded by ``checkpoint_every`` iterations, and a
+worker lost in between is recovered by the scheduler replaying (bitwise) the few tasks
+since the checkpoint.
 """
 
 from __future__ import annotations
@@ -58,7 +63,8 @@ from .memory import MASK_ROW_OPS, column_blocks
 from .scaling import ScaledReader
 
 __all__ = ["Layout", "plan_layout", "TileSource", "ZarrTile", "DaskBackend", "MaskedDaskBackend",
-           "TILE_BYTES", "FAN_IN", "MASKED_GRAM_BYTES", "masked_block_bytes", "fused_tiles"]
+           "TILE_BYTES", "FAN_IN", "PACK_BYTES", "MASKED_GRAM_BYTES", "masked_block_bytes",
+           "fused_tiles"]
 
 #: Target size of one tile (float64 bytes) read by one streaming task: small enough that a
 #: worker with a few hundred MB streams A without spilling, big enough to amortise the
@@ -75,6 +81,10 @@ MIN_BLOCK_COLS = 32
 #: The reported SSE comes from the blocks' statistics unless it is below this fraction of
 #: ||A||^2 (see DaskBackend.final_sse).
 STATS_SSE_FLOOR = 1e-4
+#: A worker's blocks whose states together take at most this many bytes are updated by
+#: one task per ``map`` (a *pack*) instead of one task each: fewer tasks per iteration, at
+#: the cost of holding the pack's old and new states at once (at most this much more).
+PACK_BYTES = 16 * 2**20
 #: missing="mask": default blocks hold at most this many bytes of per-column Gram matrices
 #: (nb x K x K float64 each), and a column group's Gram partial at most ``TILE_BYTES``
 MASKED_GRAM_BYTES = 64 * 2**20
@@ -330,7 +340,22 @@ def _take_zarr(reader, r0, r1, cols):
 
 
 def _state(held):
+    """The BlockState of a held value: a state, ``(state, small)`` from ``_apply``, or
+    ``{"pack": (states, smalls), "i": i}`` for block i of a pack (``_apply_pack``)."""
+    if isinstance(held, dict):
+        held = held["pack"][0][held["i"]]
     return _realign(held if isinstance(held, BlockState) else held[0])
+
+
+def _state_bytes(s):
+    """Bytes of the arrays a block state holds (what a pack's size is measured in)."""
+    if isinstance(s, np.ndarray):
+        return s.nbytes
+    if isinstance(s, dict):
+        return sum(_state_bytes(v) for v in s.values())
+    if isinstance(s, (tuple, list)):
+        return sum(_state_bytes(v) for v in s)
+    return 0
 
 
 def _cols_of(tile, cols):
@@ -461,7 +486,16 @@ def _init_stats(assembled):
 
 
 def _apply(held, fn, ctx):
-    return fn(_state(held), _realign(ctx))
+    """(new state, (small, bytes of the new state))."""
+    new, small = fn(_state(held), _realign(ctx))
+    return new, (small, _state_bytes(new))
+
+
+def _apply_pack(helds, fn, ctx):
+    """``_apply`` for the blocks of a pack, in order: ((new states), ((small, bytes), ...))."""
+    ctx = _realign(ctx)
+    out = [fn(_state(h), ctx) for h in helds]
+    return tuple(o[0] for o in out), tuple((o[1], _state_bytes(o[0])) for o in out)
 
 
 def _column(held, col, proposal):
@@ -612,6 +646,9 @@ class DaskBackend:
         self._run = uuid.uuid4().hex[:10]
         self._n = 0
         self._hints = [None] * len(self.blocks)
+        #: bytes of each block's state as last measured by a map (None: not yet), plus
+        #: the rows added since; decides which blocks are packed (``_packs``)
+        self._sizes = [None] * len(self.blocks)
         self._owner_starts = np.array([a for a, _ in self.blocks])
         self.n_stream_passes = 0
         #: per block (columns, rows future, max_rows) while the cache is exactly the batch
@@ -640,6 +677,12 @@ class DaskBackend:
         self._n += 1
         return [self.ex.submit(fn, h, *args, key=self._key(what, b), hint=self._hints[b])
                 for b, h in enumerate(self._held)]
+
+    def _grow_sizes(self, n_rows):
+        # the rows an add_rows pass caches (before evictions): counted until the next map
+        # measures the states again, so a pack never outgrows PACK_BYTES unseen
+        self._sizes = [None if z is None else z + 8 * n_rows * (e - a)
+                       for z, (a, e) in zip(self._sizes, self.blocks, strict=True)]
 
     def _owner(self, col):
         return int(np.searchsorted(self._owner_starts, col, side="right") - 1)
@@ -777,20 +820,59 @@ class DaskBackend:
         self._held = [self.ex.submit(_add_rows, h, tuple(cols), rows[b], int(max_rows),
                                      key=self._key("add", b), hint=self._hints[b])
                       for b, h in enumerate(self._held)]
+        self._grow_sizes(len(cols))
         if len(cols) >= max_rows:
             self._rows_src = [(tuple(cols), rows[b], int(max_rows))
                               for b in range(len(self.blocks))]
 
+    def _packs(self):
+        """Lists of blocks updated by one task each: consecutive blocks of the same hinted
+        worker while their states sum to at most PACK_BYTES (a block of unknown size, or
+        larger, alone). Which blocks share a task never changes a float of the chain."""
+        by_worker = {}
+        for b, h in enumerate(self._hints):
+            by_worker.setdefault(h, []).append(b)
+        packs = []
+        for bs in by_worker.values():
+            pack, total = [], 0
+            for b in bs:
+                size = PACK_BYTES + 1 if self._sizes[b] is None else self._sizes[b]
+                if pack and total + size > PACK_BYTES:
+                    packs.append(pack)
+                    pack, total = [], 0
+                pack.append(b)
+                total += size
+            packs.append(pack)
+        return sorted(packs)
+
     def map(self, fn, ctx):
-        # one task per block: the new state stays on the worker, its small result comes
-        # back with the task (engine/reports.py), not through a second task
+        # one task per pack of blocks (most often per worker): the new states stay on the
+        # worker, their small results come back with the task (engine/reports.py)
         self._n += 1
         what = getattr(fn, "__name__", "op")
-        new = [self.ex.submit_reporting(_apply, h, fn, ctx, key=self._key(what, b),
-                                        hint=self._hints[b])
-               for b, h in enumerate(self._held)]
+        packs = self._packs()
+        hs = []
+        for i, pack in enumerate(packs):
+            key = self._key(what, pack[0] if len(pack) == 1 else f"p{i}")
+            if len(pack) == 1:
+                hs.append(self.ex.submit_reporting(_apply, self._held[pack[0]], fn, ctx,
+                                                   key=key, hint=self._hints[pack[0]]))
+            else:
+                hs.append(self.ex.submit_reporting(
+                    _apply_pack, [self._held[b] for b in pack], fn, ctx, key=key,
+                    hint=self._hints[pack[0]]))
+        new = [None] * len(self.blocks)
+        small = [None] * len(self.blocks)
+        for pack, h, got in zip(packs, hs, self.ex.collect(hs), strict=True):
+            if len(pack) == 1:
+                new[pack[0]] = h
+                got = (got,)
+            for i, b in enumerate(pack):
+                if len(pack) > 1:
+                    new[b] = {"pack": h, "i": i}
+                small[b], self._sizes[b] = got[i]
         self._held = new
-        return self.ex.collect(new)
+        return small
 
     def posterior(self, key):
         parts = self.ex.gather(self._submit_blocks("post", _posterior, key))
@@ -1175,6 +1257,7 @@ class MaskedDaskBackend(DaskBackend):
         self._held = [self.ex.submit(_add_rows, h, tuple(cols), rows[b], int(max_rows),
                                      key=self._key("add", b), hint=self._hints[b])
                       for b, h in enumerate(self._held)]
+        self._grow_sizes(len(cols))
 
     def _set_swap_rows(self, J, incoming, p, collapsed):
         """One pass: every block gets the new Gram rows of the pending swap."""
