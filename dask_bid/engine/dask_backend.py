@@ -502,6 +502,11 @@ def _column(held, col, proposal):
     return block_column(_state(held), col, proposal)
 
 
+def _columns_of(held, cols, proposal):
+    s = _state(held)
+    return [block_column(s, c, proposal) for c in cols]
+
+
 def _quadratics(held, G):
     s = _state(held)
     if s.Gn is not None:  # missing="mask": a Gram per column, as MaskedMemoryBackend
@@ -776,11 +781,24 @@ class DaskBackend:
         self.n_obs = self.n_entries
         return self.norm_a2, self.n_obs
 
-    def gram(self, J):
+    def _fetch_columns(self, what, cols, proposal):
+        """[block_column(state, c, proposal) for c in cols] in one round trip, one task
+        per block holding any of them."""
         self._n += 1
-        hs = [self.ex.submit(_column, self._held[self._owner(int(j))], int(j), False,
-                             key=self._key("gram", i)) for i, j in enumerate(J)]
-        G = np.stack([c for c, _ in self.ex.gather(hs)], axis=1)
+        by_block = {}
+        for i, c in enumerate(cols):
+            by_block.setdefault(self._owner(int(c)), []).append(i)
+        hs = [self.ex.submit(_columns_of, self._held[b], tuple(int(cols[i]) for i in idx),
+                             bool(proposal), key=self._key(what, b), hint=self._hints[b])
+              for b, idx in by_block.items()]
+        out = [None] * len(cols)
+        for idx, got in zip(by_block.values(), self.ex.gather(hs), strict=True):
+            for i, v in zip(idx, got, strict=True):
+                out[i] = v
+        return out
+
+    def gram(self, J):
+        G = np.stack([c for c, _ in self._fetch_columns("gram", J, False)], axis=1)
         return 0.5 * (G + G.T)
 
     def quadratics(self, G):
@@ -796,13 +814,7 @@ class DaskBackend:
 
     def columns(self, cols, proposal=False):
         """[(H[:, c], ||a_c||^2) for c in cols], in one round trip."""
-        self._n += 1
-        hs = []
-        for i, c in enumerate(cols):
-            b = self._owner(int(c))
-            hs.append(self.ex.submit(_column, self._held[b], int(c), bool(proposal),
-                                     key=self._key("cols", i), hint=self._hints[b]))
-        return self.ex.gather(hs)
+        return self._fetch_columns("cols", cols, proposal)
 
     def add_rows(self, cols, max_rows):
         cols = [int(c) for c in cols]
