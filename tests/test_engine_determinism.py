@@ -21,7 +21,7 @@ import pytest
 from _support import assert_same_chain
 from distributed import Client, LocalCluster
 
-from dask_bid.engine import plan_layout, to_zarr
+from dask_bid.engine import dask_backend, plan_layout, to_zarr
 from dask_bid.interface import bayesian_id
 
 # every test here may wait on a cluster: never hang the suite
@@ -110,10 +110,16 @@ def two_processes(shared_cluster, shared_client):
 @pytest.mark.parametrize("n_workers,processes", [
     (1, True), (2, True), (2, False)],
     ids=["1-process", "2-processes", "2-threads"])
-def test_local_clusters_match_sync(store, reference, n_workers, processes, request):
+def test_local_clusters_match_sync(store, reference, n_workers, processes, request,
+                                   monkeypatch):
+    from distributed import get_task_stream
+
     if (n_workers, processes) == (2, True):
         _, client = request.getfixturevalue("two_processes")
-        res = bayesian_id(store, K, client=client, chunks=TILES, **KW)
+        with get_task_stream(client) as ts:
+            res = bayesian_id(store, K, client=client, chunks=TILES, **KW)
+        # the 4 blocks are updated in packs, one task per worker (DaskBackend._packs)
+        assert _finish_tasks_per_iteration(ts) == 2
         # a second fit on the same cluster: no state leaks between fits (once, on the
         # cluster whose workers keep their memory between fits, and between tests)
         res2 = bayesian_id(store, K, client=client, chunks=TILES, **KW)
@@ -122,10 +128,31 @@ def test_local_clusters_match_sync(store, reference, n_workers, processes, reque
         # the threaded cluster reads a dask array (a graph shipped to the workers), the
         # process clusters the store: both give the store's chain
         x = da.from_array(_matrix(), chunks=TILES) if not processes else store
+        if n_workers == 1:
+            # no packs (PACK_BYTES = 0, read on the client): one task per block, the
+            # same chain
+            monkeypatch.setattr(dask_backend, "PACK_BYTES", 0)
         with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes,
                           dashboard_address=":0") as cluster, Client(cluster) as client:
-            res = bayesian_id(x, K, client=client, chunks=TILES, **KW)
+            with get_task_stream(client) as ts:
+                res = bayesian_id(x, K, client=client, chunks=TILES, **KW)
+        assert _finish_tasks_per_iteration(ts) == (4 if n_workers == 1 else 2)
     assert_same_chain(reference, res)
+
+
+def _finish_tasks_per_iteration(ts):
+    """Tasks of the collapsed swap's second half (one map an iteration) per iteration,
+    after the first (the states' sizes, which decide the packs, are measured by it)."""
+    counts = {}
+    for t in ts.data:
+        key = str(t["key"])
+        if "block_collapsed_finish" in key:
+            n = key.rsplit("-", 2)[-2]  # bid-<what>-<run>-c<chain>-<n>-<block or pack>
+            counts[n] = counts.get(n, 0) + 1
+    per = list(counts.values())[1:]
+    assert len(per) >= KW["n_iter"] // 2, counts
+    assert len(set(per)) == 1, counts
+    return per[0]
 
 
 @pytest.mark.timeout(240)

@@ -816,24 +816,32 @@ class DaskBackend:
         """[(H[:, c], ||a_c||^2) for c in cols], in one round trip."""
         return self._fetch_columns("cols", cols, proposal)
 
+    #: the tile task of the candidate-row passes (the masked and sparse backends supply
+    #: their own, with the same results)
+    _rows_part = staticmethod(_rows_part)
+    #: whether a batch that evicts every cached row frees them before its pass and is
+    #: left out of checkpoints (``_rows_src``); the masked backends keep their rows
+    _lean_rows = True
+
     def add_rows(self, cols, max_rows):
         cols = [int(c) for c in cols]
         self._rows_src = None
-        if len(cols) >= max_rows and self._held is not None:
+        lean = self._lean_rows and len(cols) >= max_rows
+        if lean and self._held is not None:
             # the batch evicts every cached row: free them before the pass, so that a
             # worker holds at most two copies of a batch (summed partials, block rows)
             self._n += 1
             self._held = [self.ex.submit(_drop_rows, h, key=self._key("drop", b),
                                          hint=self._hints[b])
                           for b, h in enumerate(self._held)]
-        totals = self._group_totals(_rows_part, _sum_arrays, cols)
+        totals = self._group_totals(self._rows_part, _sum_arrays, cols)
         rows = self.ex.compute(self._per_block(totals, _assemble_rows))
         self._n += 1
         self._held = [self.ex.submit(_add_rows, h, tuple(cols), rows[b], int(max_rows),
                                      key=self._key("add", b), hint=self._hints[b])
                       for b, h in enumerate(self._held)]
         self._grow_sizes(len(cols))
-        if len(cols) >= max_rows:
+        if lean:
             self._rows_src = [(tuple(cols), rows[b], int(max_rows))
                               for b in range(len(self.blocks))]
 
@@ -1212,6 +1220,7 @@ class MaskedDaskBackend(DaskBackend):
     #: backend, engine/sparse_backend.py) supplies its own with the same results
     _init_part = staticmethod(_masked_init_part)
     _rows_part = staticmethod(_masked_rows_part)
+    _lean_rows = False
     _swap_part = staticmethod(_swap_rows_part)
     _sse_part = staticmethod(_masked_sse_part)
 
@@ -1260,16 +1269,6 @@ class MaskedDaskBackend(DaskBackend):
         self.norm_a2 = float(sum(s[0] for s in stats[:-1]))
         self.n_obs = int(sum(s[1] for s in stats[:-1]))
         return self.norm_a2, self.n_obs
-
-    def add_rows(self, cols, max_rows):
-        cols = [int(c) for c in cols]
-        totals = self._group_totals(self._rows_part, _sum_arrays, cols)
-        rows = self.ex.compute(self._per_block(totals, _assemble_rows))
-        self._n += 1
-        self._held = [self.ex.submit(_add_rows, h, tuple(cols), rows[b], int(max_rows),
-                                     key=self._key("add", b), hint=self._hints[b])
-                      for b, h in enumerate(self._held)]
-        self._grow_sizes(len(cols))
 
     def _set_swap_rows(self, J, incoming, p, collapsed):
         """One pass: every block gets the new Gram rows of the pending swap."""
