@@ -27,6 +27,16 @@ def pytest_configure(config):
     # does the same. The workers are still separate processes, killed for real.
     os.environ["DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD"] = "forkserver"
     dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
+    # The forkserver of this process (its LocalClusters) also imports dask_bid's engine
+    # and kernels (numba, scipy, zarr) once, so that a new worker does not import them on
+    # its first task (~0.4 s a worker). distributed sets its own list the first time it
+    # asks for the context; ours replaces it before the server starts. Nothing is run
+    # there: no numba thread pool exists before the fork.
+    import distributed.utils
+
+    distributed.utils.get_mp_context().set_forkserver_preload(
+        ["distributed", "numpy", "dask", "scipy", "zarr", "numba", "dask_bid.engine.dask_backend",
+         "dask_bid.engine.reports", "dask_bid.kernels.block"])
     # no statistical profiler in the workers (a thread sampling every 10 ms): nothing
     # here reads its profiles
     os.environ["DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED"] = "False"
