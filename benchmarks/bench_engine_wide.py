@@ -119,13 +119,22 @@ def measure(client, path, K, seed=2, n_iter=None):
     DaskBackend._group_totals = counting
     bl.select_columns = counting_start
     stamps = []
+
+    def progress(st):
+        # a line every 50 iterations, with the passes so far: a long fit shows where its
+        # time goes (iterations or candidate passes) before it ends
+        stamps.append(time.perf_counter())
+        if len(stamps) % 50 == 0:
+            print(f"    iteration {len(stamps)} at {stamps[-1] - t0:.1f} s, "
+                  f"{counted['passes']} engine passes so far", flush=True)
+
     try:
         t0 = time.perf_counter()
         # n_iter=None: the default (1000, burn-in 200); a shorter run keeps the default
         # burn-in share (a fifth), and with it every iteration's work
         short = {} if n_iter is None else {"n_iter": n_iter, "burn_in": n_iter // 5}
         res = bayesian_id(path, K, client=client, random_state=seed, **short,
-                          callback=lambda st: stamps.append(time.perf_counter()))
+                          callback=progress)
         t_fit = time.perf_counter() - t0
     finally:
         DaskBackend._group_totals = inner
