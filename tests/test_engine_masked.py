@@ -265,9 +265,7 @@ class _LargestResult(WorkerPlugin):
                 sizes["state"] = max(sizes.get("state", 0), _nbytes(v))
             sizes["pack"] = max(sizes.get("pack", 0), _nbytes(value[0]))
             return
-        is_state = isinstance(value, BlockState) or (
-            isinstance(value, tuple) and value and isinstance(value[0], BlockState))
-        kind = ("state" if is_state else key_split(key))
+        kind = "state" if isinstance(value, BlockState) else key_split(key)
         sizes[kind] = max(sizes.get(kind, 0), _nbytes(value))
 
 
@@ -426,7 +424,7 @@ def test_blocks_hold_the_grams_of_their_basis_after_the_chain(sampler):
     J = out.state.J
     assert len(set(out.state.trace_accepted)) == 2 or sampler == "plain"
     for s in be._held:
-        st = _state(s)  # a state, (state, small), or a block of a pack
+        st = _state(s)  # a state, or a block of a pack
         for n in range(st.start, st.stop):
             C = A0[obs[:, n]][:, J]
             np.testing.assert_allclose(st.Gn[n - st.start], C.T @ C, rtol=1e-10, atol=1e-10)

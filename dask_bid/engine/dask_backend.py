@@ -340,11 +340,11 @@ def _take_zarr(reader, r0, r1, cols):
 
 
 def _state(held):
-    """The BlockState of a held value: a state, ``(state, small)`` from ``_apply``, or
-    ``{"pack": (states, smalls), "i": i}`` for block i of a pack (``_apply_pack``)."""
+    """The BlockState of a held value: a state, or ``{"pack": (states, smalls), "i": i}``
+    for block i of a pack (``_apply_pack``)."""
     if isinstance(held, dict):
         held = held["pack"][0][held["i"]]
-    return _realign(held if isinstance(held, BlockState) else held[0])
+    return _realign(held)
 
 
 def _state_bytes(s):
@@ -485,21 +485,12 @@ def _init_stats(assembled):
     return float(assembled[1].sum())
 
 
-def _apply(held, fn, ctx):
-    """(new state, (small, bytes of the new state))."""
-    new, small = fn(_state(held), _realign(ctx))
-    return new, (small, _state_bytes(new))
-
-
 def _apply_pack(helds, fn, ctx):
-    """``_apply`` for the blocks of a pack, in order: ((new states), ((small, bytes), ...))."""
+    """``fn(state, ctx)`` for the blocks of a pack (one block or more), in order:
+    ((new states), ((small, bytes of the new state), ...))."""
     ctx = _realign(ctx)
     out = [fn(_state(h), ctx) for h in helds]
     return tuple(o[0] for o in out), tuple((o[1], _state_bytes(o[0])) for o in out)
-
-
-def _column(held, col, proposal):
-    return block_column(_state(held), col, proposal)
 
 
 def _columns_of(held, cols, proposal):
@@ -806,11 +797,7 @@ class DaskBackend:
         return sum(r[0] for r in res), sum(r[1] for r in res)
 
     def column(self, col, proposal=False):
-        b = self._owner(int(col))
-        self._n += 1
-        h = self.ex.submit(_column, self._held[b], int(col), bool(proposal),
-                           key=self._key("col"), hint=self._hints[b])
-        return self.ex.gather([h])[0]
+        return self._fetch_columns("col", [col], proposal)[0]
 
     def columns(self, cols, proposal=False):
         """[(H[:, c], ||a_c||^2) for c in cols], in one round trip."""
@@ -871,25 +858,16 @@ class DaskBackend:
         self._n += 1
         what = getattr(fn, "__name__", "op")
         packs = self._packs()
-        hs = []
-        for i, pack in enumerate(packs):
-            key = self._key(what, pack[0] if len(pack) == 1 else f"p{i}")
-            if len(pack) == 1:
-                hs.append(self.ex.submit_reporting(_apply, self._held[pack[0]], fn, ctx,
-                                                   key=key, hint=self._hints[pack[0]]))
-            else:
-                hs.append(self.ex.submit_reporting(
-                    _apply_pack, [self._held[b] for b in pack], fn, ctx, key=key,
-                    hint=self._hints[pack[0]]))
+        hs = [self.ex.submit_reporting(
+                  _apply_pack, [self._held[b] for b in pack], fn, ctx,
+                  key=self._key(what, pack[0] if len(pack) == 1 else f"p{i}"),
+                  hint=self._hints[pack[0]])
+              for i, pack in enumerate(packs)]
         new = [None] * len(self.blocks)
         small = [None] * len(self.blocks)
         for pack, h, got in zip(packs, hs, self.ex.collect(hs), strict=True):
-            if len(pack) == 1:
-                new[pack[0]] = h
-                got = (got,)
             for i, b in enumerate(pack):
-                if len(pack) > 1:
-                    new[b] = {"pack": h, "i": i}
+                new[b] = {"pack": h, "i": i}
                 small[b], self._sizes[b] = got[i]
         self._held = new
         return small
