@@ -35,12 +35,20 @@ def test_collect_returns_each_small_result_in_order(executor, shared_client):
 
 
 def test_one_task_per_block_and_no_fetch_of_the_state(shared_client):
+    import time
+
     from distributed import get_task_stream
 
     ex = DistributedExecutor(shared_client)
     with get_task_stream(shared_client) as ts:
         hs = [ex.submit_reporting(_pair, i, 10, key=f"rep-count-{i}") for i in range(4)]
         assert [g["i"] for g in ex.collect(hs)] == [0, 1, 2, 3]
+        # collect can return before the scheduler has heard that the last task finished
+        # (the event travels ahead of the task's "finished" message): only then does the
+        # task stream list it
+        deadline = time.monotonic() + 30
+        while not all(h.done() for h in hs) and time.monotonic() < deadline:
+            time.sleep(0.01)
     # the old way ran a second task per block (pair[1]) and fetched its result
     assert sorted(str(t["key"]) for t in ts.data) == [f"rep-count-{i}" for i in range(4)]
 
