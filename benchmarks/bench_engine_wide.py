@@ -84,6 +84,14 @@ def _read_sweep_timer():
     return tuple(blk._bench_timed)
 
 
+def _worker_memory(dask_worker):
+    # process RSS and the bytes dask has spilled to disk (a spilled cache of candidate rows
+    # would be read back from disk at every use)
+    spilled = getattr(dask_worker.data, "spilled_total", None)
+    spilled = spilled[1] if spilled is not None else 0  # the pickled bytes on disk
+    return dask_worker.monitor.proc.memory_info().rss, spilled
+
+
 def load():
     return os.getloadavg()
 
@@ -125,8 +133,11 @@ def measure(client, path, K, seed=2, n_iter=None):
         # time goes (iterations or candidate passes) before it ends
         stamps.append(time.perf_counter())
         if len(stamps) % 50 == 0:
+            mem = client.run(_worker_memory)
             print(f"    iteration {len(stamps)} at {stamps[-1] - t0:.1f} s, "
-                  f"{counted['passes']} engine passes so far", flush=True)
+                  f"{counted['passes']} engine passes so far; workers' RSS / spilled: "
+                  + ", ".join(f"{r / 2**30:.1f} / {s / 2**30:.1f} GiB"
+                              for r, s in mem.values()), flush=True)
 
     try:
         t0 = time.perf_counter()

@@ -39,7 +39,7 @@ from ..kernels.block import (
 )
 from ..kernels.pivot import ghk_column
 from ..kernels.priors import Priors
-from ..kernels.rng import CANDIDATES, CLIENT, INIT, stream
+from ..kernels.rng import CANDIDATES, CLIENT, INIT, POOL, stream
 from ..kernels.stats import barker_accept, choose_among, draw_sigma2, log_barker, sse_from_stats
 from ..kernels.swap import proposal_gram
 
@@ -92,6 +92,11 @@ class ChainConfig(NamedTuple):
     # columns (a copy of one of them): such bases trap the chain at the target
     avoid_degenerate: bool = False
     max_scored: int = 256
+    # the candidate pool (``_draw_pool``): 0, every column outside J is a candidate;
+    # else the candidates are the columns outside J of a pool S of this many columns
+    # holding J, redrawn every ``pool_every`` iterations (its rows computed in one pass)
+    pool_size: int = 0
+    pool_every: int = 0
 
 
 def retained_iterations(n_iter: int, burn_in: int, thin: int) -> np.ndarray:
@@ -115,6 +120,8 @@ class ClientState:
     score2: float = np.nan
     cand_pos: int = 0  # position in the candidate stream
     cached: list = field(default_factory=list)  # columns whose A^T A rows the blocks hold
+    # the candidate pool S (sorted; it holds J), or None: every column is a candidate
+    pool: tuple | None = None
     peek: dict = field(default_factory=dict)  # (col, proposal) -> (H[:, col], sq), prefetched
     n_passes: int = 0
     trace_mse: list = field(default_factory=list)
@@ -151,12 +158,20 @@ def _candidate(entropy, chain, pos, n_cols):
     return int(stream(entropy, chain, pos, 0, CANDIDATES).integers(n_cols))
 
 
-def _outside(entropy, chain, pos, n_cols, J):
+def _draw(entropy, chain, pos, n_cols, pool):
+    """Stream entry ``pos``: a uniform column, or a uniform column of the pool."""
+    if pool is None:
+        return _candidate(entropy, chain, pos, n_cols)
+    return int(pool[_candidate(entropy, chain, pos, len(pool))])
+
+
+def _outside(entropy, chain, pos, n_cols, J, pool=None):
     """The stream entries not in J from position ``pos`` on, each with the position after
-    it (rejection from uniform on all columns: uniform on the columns outside J)."""
+    it (rejection from uniform on all columns, or on the pool: uniform on the columns
+    outside J, or on those of the pool)."""
     inJ = set(int(j) for j in J)
     while True:
-        u = _candidate(entropy, chain, pos, n_cols)
+        u = _draw(entropy, chain, pos, n_cols, pool)
         pos += 1
         if u not in inJ:
             yield u, pos
@@ -164,13 +179,46 @@ def _outside(entropy, chain, pos, n_cols, J):
 
 def _next_candidate(entropy, chain, st: ClientState, n_cols, J):
     """Next stream entry not in J, and the position after it."""
-    return next(_outside(entropy, chain, st.cand_pos, n_cols, J))
+    return next(_outside(entropy, chain, st.cand_pos, n_cols, J, st.pool))
 
 
-def _next_candidates(entropy, chain, pos, n_cols, J, n):
+def _next_candidates(entropy, chain, pos, n_cols, J, n, pool=None):
     """The ``n`` columns that ``n`` calls of :func:`_next_candidate` from stream position
     ``pos`` would return, without advancing the chain's position."""
-    return [u for u, _ in itertools.islice(_outside(entropy, chain, pos, n_cols, J), n)]
+    return [u for u, _ in itertools.islice(_outside(entropy, chain, pos, n_cols, J, pool), n)]
+
+
+def _draw_pool(entropy, chain, t, n_cols, J, size):
+    """The candidate pool drawn at iteration ``t``: J and ``size - K`` columns drawn
+    uniformly without replacement from those outside J, sorted.
+
+    Why the pool keeps every move exact (docs/model.md, "The candidate pool"): read S as
+    an auxiliary variable with p(S | J) uniform on the ``size``-sets holding J. This
+    draw is a Gibbs update of S; while S is fixed, every move proposes among S minus J,
+    so J stays in S, p(S | J') = p(S | J), and a proposal's reverse (the outgoing column
+    is in S) has the same probability: each move's acceptance rule is unchanged, with S
+    in place of all columns. The chain's J-marginal is still p(J | A)."""
+    J = np.asarray(J, dtype=np.int64)
+    g = stream(entropy, chain, t, 0, POOL)
+    outside = np.setdiff1d(np.arange(n_cols, dtype=np.int64), J)
+    pick = g.choice(outside.size, size=size - J.size, replace=False)
+    return tuple(int(c) for c in np.sort(np.concatenate([J, outside[pick]])))
+
+
+def _load_pool(backend, cfg, st: ClientState):
+    """One pass computes the rows a_u^T A of every pool column (the basis's included: a
+    column leaving J must keep its row, since it stays a candidate); they replace the
+    blocks' cache."""
+    want = list(st.pool)
+    backend.add_rows(want, len(want))
+    st.cached = want
+    st.n_passes += 1
+
+
+def _refresh_pool(backend, cfg, entropy, chain, st: ClientState):
+    """Draw the pool again given the current J, and compute its rows (one pass)."""
+    st.pool = _draw_pool(entropy, chain, st.iteration, backend.n_cols, st.J, cfg.pool_size)
+    _load_pool(backend, cfg, st)
 
 
 def _merged(parts) -> dict:
@@ -245,6 +293,9 @@ def _ensure_cached(backend, cfg, entropy, chain, st: ClientState, u, J):
     ``n_candidates`` proposals."""
     if u in st.cached:
         return
+    if st.pool is not None:  # a resumed chain: its blocks come back without cached rows
+        _load_pool(backend, cfg, st)
+        return
     want = _batch(entropy, chain, st.cand_pos, backend.n_cols, J,
                   () if cfg.replace_cache else st.cached, u, cfg.n_candidates)
     backend.add_rows(want, cfg.max_cached_rows)
@@ -283,8 +334,12 @@ def initial_state(backend, cfg: ChainConfig, entropy: int, chain: int, J0=None):
         J0 = np.sort(g.choice(backend.n_cols, size=K, replace=False))
     J0 = np.asarray(J0, dtype=np.int64)
     while True:
-        # the first batch of swap candidates rides on the pass that computes H
-        first = _batch(entropy, chain, 0, backend.n_cols, J0, (), None, cfg.n_candidates)
+        # the first batch of swap candidates (or the pool's rows) rides on the pass that
+        # computes H
+        pool = _draw_pool(entropy, chain, 0, backend.n_cols, J0, cfg.pool_size) \
+            if cfg.pool_size else None
+        first = list(pool) if pool is not None else \
+            _batch(entropy, chain, 0, backend.n_cols, J0, (), None, cfg.n_candidates)
         norm_a2, n_obs = backend.init_blocks(J0, cfg.priors, entropy, chain, extra=first,
                                              max_rows=cfg.max_cached_rows)
         G = backend.gram(J0)
@@ -308,7 +363,7 @@ def initial_state(backend, cfg: ChainConfig, entropy: int, chain: int, J0=None):
             P2=np.linalg.pinv(G, hermitian=True)))
         score = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
     st = ClientState(iteration=0, J=J0, G=G, sse=sse, sigma2=sigma2, score=score,
-                     cached=list(first))
+                     cached=list(first), pool=pool)
     if cfg.score_visited:
         _score_current(backend, cfg, entropy, chain, st, norm_a2)
     return st, norm_a2, n_obs
@@ -403,12 +458,13 @@ def _candidate_set(entropy, chain, st: ClientState, n_cols, J, m):
     column when m >= N - K). The set is drawn the same way from either end of a move,
     which is what makes a choice within it by the target's weights exact."""
     inJ = set(int(j) for j in J)
-    if m >= n_cols - len(inJ):
-        return [c for c in range(n_cols) if c not in inJ], st.cand_pos
+    universe = range(n_cols) if st.pool is None else st.pool
+    if m >= len(universe) - len(inJ):
+        return [c for c in universe if c not in inJ], st.cand_pos
     out = []
     pos = st.cand_pos
     while len(out) < m:
-        u = _candidate(entropy, chain, pos, n_cols)
+        u = _draw(entropy, chain, pos, n_cols, st.pool)
         pos += 1
         if u not in inJ and u not in out:
             out.append(u)
@@ -421,6 +477,9 @@ def _ensure_rows(backend, cfg, entropy, chain, st: ClientState, S, J):
     distinct stream entries up to ``n_candidates`` rows."""
     held = set(st.cached)
     if all(u in held for u in S):
+        return
+    if st.pool is not None:  # a resumed chain: its blocks come back without cached rows
+        _load_pool(backend, cfg, st)
         return
     n = max(cfg.n_candidates - len(S), 0)
     more = _batch(entropy, chain, st.cand_pos, backend.n_cols, J,
@@ -479,7 +538,7 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
     # the next iteration's first pivot attempts: their columns under the basis this
     # iteration ends with come back with the sweep
     peek = tuple((u, False) for u in _next_candidates(
-        entropy, chain, st.cand_pos, backend.n_cols, st.J, cfg.n_pivot)) \
+        entropy, chain, st.cand_pos, backend.n_cols, st.J, cfg.n_pivot, st.pool)) \
         if PEEK_COLUMNS and 0 < cfg.n_pivot <= MAX_PEEK else ()
     _finish(backend, block_collapsed_finish, ctx._replace(record=record), cfg, entropy, chain,
             st, norm_a2, n_obs, g, peek=peek)
@@ -736,6 +795,8 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
     t = st.iteration
     g = stream(entropy, chain, t, 0, CLIENT)
     retained = t >= cfg.burn_in and (t - cfg.burn_in) % cfg.thin == 0
+    if cfg.pool_size and t and t % cfg.pool_every == 0:
+        _refresh_pool(backend, cfg, entropy, chain, st)
     move_cfg = cfg
     if t < cfg.tempered_warmup:
         # warm-up (discarded): the same moves with flattened swap odds, and no swap into

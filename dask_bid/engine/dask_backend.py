@@ -40,12 +40,14 @@ since the checkpoint.
 
 from __future__ import annotations
 
+import sys
 import uuid
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
+from dask.sizeof import sizeof as _dask_sizeof
 
 from ..kernels.block import (
     BlockState,
@@ -85,6 +87,19 @@ STATS_SSE_FLOOR = 1e-4
 #: one task per ``map`` (a *pack*) instead of one task each: fewer tasks per iteration, at
 #: the cost of holding the pack's old and new states at once (at most this much more).
 PACK_BYTES = 16 * 2**20
+
+
+@_dask_sizeof.register(BlockState)
+def _sizeof_block_state(state):
+    """Every field's size. Dask's default for a tuple of more than 10 items samples 10 and
+    scales by len / 10: a 20-field state was reported at twice its cached candidate rows
+    whenever ``cand_rows`` was sampled, so a worker's managed memory read up to twice what
+    it held, crossed dask's spill target (0.6 of the limit) with a batch sized for half of
+    it, and every iteration read its states back from disk (docs/performance.md, "Wide
+    matrices", run 4). Worker memory accounting and spilling go by this number."""
+    return sys.getsizeof(state) + sum(_dask_sizeof(x) for x in state)
+
+
 #: missing="mask": default blocks hold at most this many bytes of per-column Gram matrices
 #: (nb x K x K float64 each), and a column group's Gram partial at most ``TILE_BYTES``
 MASKED_GRAM_BYTES = 64 * 2**20

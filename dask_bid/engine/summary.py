@@ -12,7 +12,8 @@ from .chain import ChainConfig, lstsq_estimate, map_estimate, refine
 from .result import TRACE_DTYPE, BIDResult
 
 __all__ = ["chain_config", "summarise", "versions", "SAMPLER_MOVES", "n_tries_for",
-           "n_candidates_for", "candidate_row_bytes", "cluster_memory", "candidate_memory"]
+           "n_candidates_for", "candidate_row_bytes", "cluster_memory", "candidate_memory",
+           "pool_for", "POOL_MIN_COLUMNS", "POOL_SIZE", "POOL_DRAWS"]
 
 
 def versions():
@@ -137,6 +138,52 @@ def n_candidates_for(n_candidates, n_cols: int, n_iter: int, per_iter: int = 1, 
     return int(max(8, min(fit, draws, max(int(n_cols), 1))))
 
 
+#: candidate_pool="auto": every column outside J is a candidate (no pool) up to this many
+#: columns; beyond it the exact sampler's candidates come from a pool of ``POOL_SIZE``
+#: columns. A fixed size, never the workers' memory: a seed gives the same chain on any
+#: cluster. Without a pool a default fit computes a row a_u^T A (2 M N flops) for each
+#: of its ~17,000 candidates; with one, ``POOL_DRAWS`` x ``POOL_SIZE`` rows in all
+#: (docs/engine.md, "The candidate pool").
+POOL_MIN_COLUMNS = 16_384
+POOL_SIZE = 512
+#: pool_every="auto": the pool is drawn this many times per chain (the first with the pass
+#: that computes H), so a fit makes POOL_DRAWS passes for its candidates
+POOL_DRAWS = 3
+
+
+def pool_for(candidate_pool, pool_every, n_cols: int, n_iter: int, *, sampler="collapsed"):
+    """(pool size, iterations between draws of the pool); (0, 0) for no pool (every
+    column outside J is a candidate). ``"auto"``: a pool of :data:`POOL_SIZE` columns for
+    the exact sampler when N > :data:`POOL_MIN_COLUMNS`; an integer: a pool of that many
+    columns for any sampler; None: no pool. A pool of N columns or more is no pool."""
+    if candidate_pool is None:
+        return 0, 0
+    if candidate_pool == "auto":
+        size = POOL_SIZE if sampler == "collapsed" and n_cols > POOL_MIN_COLUMNS else 0
+    else:
+        size = int(candidate_pool)
+    if not size or size >= n_cols:
+        return 0, 0
+    every = -(-int(n_iter) // POOL_DRAWS) if pool_every == "auto" else int(pool_every)
+    return size, max(every, 1)
+
+
+def _check_pool_memory(size, memory, row_bytes):
+    """Refuse a pool whose rows do not fit the workers (before any pass over A)."""
+    if not size or not memory or not row_bytes:
+        return
+    need = size * row_bytes
+    if need > CANDIDATE_MEMORY_FRACTION * memory:
+        from .._errors import ParameterError
+
+        raise ParameterError(
+            f"candidate_pool={size} needs {need / 2**30:.1f} GiB per worker for its rows of "
+            f"A^T A, more than {CANDIDATE_MEMORY_FRACTION:g} of the smallest worker memory "
+            f"limit ({memory / 2**30:.1f} GiB): pass a smaller candidate_pool (at most "
+            f"{int(CANDIDATE_MEMORY_FRACTION * memory // row_bytes)}) or give the workers "
+            "more memory.")
+
+
 def chain_config(p, n_cols: int, *, memory=None, row_bytes=None) -> ChainConfig:
     """The chain's settings from the validated parameters ``p``; ``memory`` and
     ``row_bytes`` size ``n_candidates="auto"`` (:func:`n_candidates_for`)."""
@@ -153,11 +200,19 @@ def chain_config(p, n_cols: int, *, memory=None, row_bytes=None) -> ChainConfig:
     # "auto": a pass replaces the whole cache (its batch holds every row the move needs),
     # so a worker never holds an old batch beside a new one
     cached = nc if p["n_candidates"] == "auto" else max(4 * nc, 16, nc + m)
+    pool, every = pool_for(p.get("candidate_pool", "auto"), p.get("pool_every", "auto"),
+                           n_cols, p["n_iter"], sampler=move)
+    replace = p["n_candidates"] == "auto"
+    if pool:
+        # the blocks hold the pool's rows and nothing else; n_candidates is not used
+        _check_pool_memory(pool, memory, row_bytes)
+        nc = cached = pool
+        replace = True
     return ChainConfig(n_components=p["n_components"], priors=p["priors"],
                        sampler=move, n_iter=p["n_iter"],
                        burn_in=p["burn_in"], thin=p["thin"], temperature=p["temperature"],
                        n_candidates=nc, max_cached_rows=cached,
-                       replace_cache=p["n_candidates"] == "auto",
+                       replace_cache=replace, pool_size=pool, pool_every=every,
                        point_estimate=p["point_estimate"], proposal_init=p["proposal_init"],
                        w_init="prior" if isinstance(p["init"], str) and p["init"] == "random"
                        else "lstsq", swap_score=score, n_tries=m,

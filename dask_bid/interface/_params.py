@@ -242,6 +242,21 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
             "n_candidates", p["n_candidates"], 1,
             hint=" It is the number of swap candidates computed per pass over A, or 'auto' "
                  "(the default).")
+    pool = p.get("candidate_pool", "auto")
+    if pool is None or (isinstance(pool, str) and pool.lower() == "auto"):
+        out["candidate_pool"] = None if pool is None else "auto"
+    else:
+        out["candidate_pool"] = _int(
+            "candidate_pool", pool, K + 1,
+            hint=" It is the number of columns the swap candidates are drawn from (the "
+                 "basis's included), 'auto' (the default) or None (every column).")
+    every = p.get("pool_every", "auto")
+    if isinstance(every, str) and every.lower() == "auto":
+        out["pool_every"] = "auto"
+    else:
+        out["pool_every"] = _int("pool_every", every, 1,
+                                 hint=" It is the number of iterations between draws of "
+                                      "the candidate pool, or 'auto' (the default).")
     if p["block_size"] is not None:
         out["block_size"] = _int("block_size", p["block_size"], 1,
                                  hint=" Pass None to split the columns evenly.")

@@ -157,6 +157,22 @@ class BayesianID:
         is the same for every batch size. "auto": as many as half the smallest worker
         memory limit holds (512 MiB without a known limit), at most every row of A^T A
         (docs/engine.md, "Candidate batches").
+    candidate_pool : int, "auto" or None, default="auto"
+        Where the swap candidates come from. None: every column outside J. An integer
+        m: a pool S of m columns, J and m - K others drawn uniformly, redrawn given the
+        current J every ``pool_every`` iterations; every move's candidates are the
+        columns of S outside J, whose rows of A^T A one pass computes per draw of S
+        (instead of one row per proposal: ~17 per default iteration). The chain still
+        targets the same posterior p(J, W, sigma^2 | A) (S is an auxiliary variable,
+        uniform given J; docs/model.md, "The candidate pool"), but a column outside the
+        current pool cannot enter J until S is redrawn, so the chain explores the
+        columns more slowly. "auto": no pool for N <= 16,384 columns; above, a pool of
+        512 columns for ``sampler="collapsed"``. The pool never depends on the cluster's
+        memory (the same seed gives the same chain anywhere); a pool whose rows do not
+        fit half the smallest worker memory limit is refused before any pass.
+    pool_every : int or "auto", default="auto"
+        Iterations between draws of the candidate pool ("auto": ``ceil(n_iter / 3)``,
+        three draws per chain, the first with the pass that computes H).
     block_size : int or None
         Columns per block of W (None: split in ``n_threads`` blocks).
     n_threads : int, default=2
@@ -243,7 +259,7 @@ class BayesianID:
                  bounds=(-1.0, 1.0), alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0,
                  mu_mu=0.0, tau_mu=0.1, alpha_t=1.0, beta_t=1.0, init="auto",
                  point_estimate="best", temperature=1.0, n_chains=1, proposal_init="copy",
-                 n_candidates="auto",
+                 n_candidates="auto", candidate_pool="auto", pool_every="auto",
                  block_size=None, n_threads=2, missing="zero", n_trace_columns=10,
                  refine_sweeps=20, w_estimate="lstsq", random_state=None):
         self.n_components = n_components
@@ -275,6 +291,8 @@ class BayesianID:
         self.n_chains = n_chains
         self.proposal_init = proposal_init
         self.n_candidates = n_candidates
+        self.candidate_pool = candidate_pool
+        self.pool_every = pool_every
         self.block_size = block_size
         self.n_threads = n_threads
         self.missing = missing

@@ -24,7 +24,8 @@ DEFAULTS = dict(
     burn_in=200, thin=1, bounds=(-1.0, 1.0),
     alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0, mu_mu=0.0, tau_mu=0.1, alpha_t=1.0,
     beta_t=1.0, init="auto", point_estimate="best", temperature=1.0, n_chains=1,
-    proposal_init="copy", n_candidates="auto", block_size=None, n_threads=2, missing="zero",
+    proposal_init="copy", n_candidates="auto", candidate_pool="auto", pool_every="auto",
+    block_size=None, n_threads=2, missing="zero",
     n_trace_columns=10, refine_sweeps=20, w_estimate="lstsq",
     random_state=None,
 )

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["root_entropy", "stream", "CLIENT", "SWEEP", "PRIOR", "CANDIDATES", "INIT", "SWEEP2",
-           "SLOT", "ANNEAL", "PIVOT"]
+           "SLOT", "ANNEAL", "PIVOT", "POOL"]
 
 # purposes: the last element of the spawn key
-CLIENT, SWEEP, SWEEP2, PRIOR, CANDIDATES, INIT, SLOT, ANNEAL, PIVOT = 0, 1, 2, 3, 4, 5, 6, 7, 8
+CLIENT, SWEEP, SWEEP2, PRIOR, CANDIDATES, INIT, SLOT, ANNEAL, PIVOT, POOL = range(10)
 
 
 def root_entropy(random_state) -> int:
