@@ -142,9 +142,10 @@ def test_same_seed_same_fit_from_cli_and_python(data, tmp_path):
     (["--n-tries", "all", "--acceptance", "barker", "--n-anneal", "0"],
      dict(n_tries="all", acceptance="barker", n_anneal=0)),
     (["--n-pivot", "2", "--tempered-warmup", "3"], dict(n_pivot=2, tempered_warmup=3)),
+    (["--candidate-pool", "8", "--pool-every", "5"], dict(candidate_pool=8, pool_every=5)),
     (["--paper"], dict(sampler="aggressive", init="random", proposal_init="copy",
                        point_estimate="mode", w_estimate="mean", refine_sweeps=0)),
-], ids=["search", "plain", "all-tries", "pivot-warmup", "paper"])
+], ids=["search", "plain", "all-tries", "pivot-warmup", "pool", "paper"])
 def test_sampler_flags_give_the_python_fit(data, tmp_path, flags, kw):
     """Each sampler flag is the keyword of the same name: the CLI's chain is the one
     ``bayesian_id`` runs with it, and the stored parameters name the sampler."""
@@ -159,6 +160,9 @@ def test_sampler_flags_give_the_python_fit(data, tmp_path, flags, kw):
     stored = open_result(out)
     assert_same_trace(stored.trace_, res.trace)
     assert stored.result_.params["sampler"] == kw.get("sampler", "collapsed")
+    for name in ("candidate_pool", "pool_every"):
+        if name in kw:
+            assert stored.result_.params[name] == kw[name]
 
 
 def test_plain_and_another_sampler_is_refused(data, tmp_path, capsys):

@@ -208,3 +208,67 @@ def test_checkpoints_leave_the_rows_out_and_resume_without_them(wide, small_clus
     resumed = bayesian_id(z, K, client=small_cluster, out=out, resume=True,
                           checkpoint_every=4, **KW)
     _equal(resumed, bayesian_id(z, K, client="synchronous", **KW))
+
+
+def test_pool_for_is_fixed_by_the_shape_never_the_memory():
+    from dask_bid.engine.summary import POOL_MIN_COLUMNS, POOL_SIZE, pool_for
+
+    big = POOL_MIN_COLUMNS + 1
+    assert pool_for("auto", "auto", big, 1000) == (POOL_SIZE, 334)
+    assert pool_for("auto", "auto", POOL_MIN_COLUMNS, 1000) == (0, 0)  # every column
+    assert pool_for("auto", 50, big, 1000, sampler="aggressive") == (0, 0)  # the paper's
+    assert pool_for(None, "auto", big, 1000) == (0, 0)
+    assert pool_for(40, 7, 100, 1000, sampler="plain") == (40, 7)
+    assert pool_for(100, 7, 100, 1000) == (0, 0)  # a pool of every column is no pool
+    # the same chain settings whatever the workers' memory, as long as the pool fits
+    p = validate_params(dict(DEFAULTS, n_components=K, **KW), big)
+    rb = candidate_row_bytes(big, n_workers=2)
+    cfgs = [chain_config(p, big, memory=m, row_bytes=rb) for m in (None, 2**30, 2**34)]
+    assert {(c.pool_size, c.pool_every, c.max_cached_rows) for c in cfgs} == {
+        (POOL_SIZE, 4, POOL_SIZE)}  # pool_every "auto": ceil(12 / 3)
+
+
+def test_a_pool_that_does_not_fit_the_workers_is_refused_before_any_pass():
+    from dask_bid import ParameterError
+
+    big = 20_000
+    p = validate_params(dict(DEFAULTS, n_components=K, **KW), big)
+    rb = candidate_row_bytes(big)  # 320 kB a row: every column on one worker
+    with pytest.raises(ParameterError, match=r"candidate_pool=512 needs .* pass a smaller "
+                                             r"candidate_pool \(at most 163\)"):
+        chain_config(p, big, memory=100 * 2**20, row_bytes=rb)
+    with pytest.raises(ParameterError, match="candidate_pool must be >= 4"):
+        validate_params(dict(DEFAULTS, n_components=K, candidate_pool=3), big)
+
+
+def test_a_pooled_chain_resumes_and_makes_one_pass_per_draw_of_the_pool(wide, small_cluster,
+                                                                        tmp_path):
+    # candidates only from the pool: its rows come in one pass per draw (the first with
+    # H), whatever the chain proposes; a resumed fit (its cache is not checkpointed)
+    # computes the current pool's rows again and continues the same chain
+    A, z = wide
+    kw = dict(KW, candidate_pool=64, pool_every=5)
+    pools = []
+
+    def watch(st):
+        # the blocks hold the rows of the pool and nothing else; the pool holds J
+        assert len(st.pool) == 64 and list(st.cached) == list(st.pool)
+        assert set(int(j) for j in st.J) <= set(st.pool)
+        pools.append(st.pool)
+
+    ref = bayesian_id(z, K, client="synchronous", callback=watch, **kw)
+    assert ref.n_passes == (N_ITER - 1) // 5  # the draws at iterations 5 and 10
+    # redrawn at the start of iterations 5 and 10 (the callback runs after each)
+    assert [i for i in range(1, N_ITER) if pools[i] != pools[i - 1]] == [5, 10]
+    out = tmp_path / "fit.zarr"
+
+    def callback(state):
+        if state.iteration == 7:
+            raise KeyboardInterrupt  # after the checkpoint of iteration 4
+
+    with pytest.raises(KeyboardInterrupt):
+        bayesian_id(z, K, client=small_cluster, out=out, checkpoint_every=4,
+                    callback=callback, **kw)
+    resumed = bayesian_id(z, K, client=small_cluster, out=out, resume=True,
+                          checkpoint_every=4, **kw)
+    _equal(resumed, ref)

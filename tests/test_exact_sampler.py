@@ -19,6 +19,12 @@ Planted bugs, each caught directly (``test_planted_bug_is_caught``):
   while the ratio still integrates it out (seen in the signs of W);
 - ``sigma2_shape``: sigma^2's inverse-gamma shape is off by K N / 2 (what W integrated
   out of the likelihood would wrongly suggest).
+
+The candidate pool (``candidate_pool``: every move proposes among a pool S holding J,
+redrawn given J) has its own variants and bugs: ``pool_never_redrawn`` (S kept from the
+start: the chain cannot reach a basis outside it) and ``pool_not_uniform`` (S's other
+columns drawn with weights growing with their index instead of uniformly given J: an
+irreducible chain whose target is no longer p(J | A)).
 """
 
 import numpy as np
@@ -125,6 +131,13 @@ VARIANTS = {
     "gbtn-annealed": dict(model="gbtn", n_tries=2, n_anneal=2, anneal_every=3),
     "gbt-pivot": dict(model="gbt", n_tries=1, n_pivot=4, n_anneal=0, n_iter=3000),
     "gbtn-pivot": dict(model="gbtn", n_tries=1, n_pivot=4, n_anneal=0, n_iter=3000),
+    # the pool: 3 or 4 of the 5 columns, J included, redrawn every few iterations
+    "gbt-pool-barker": dict(model="gbt", n_tries=1, acceptance="barker", candidate_pool=3,
+                            pool_every=3, n_iter=4000),
+    "gbtn-pool-annealed": dict(model="gbtn", n_tries=2, n_anneal=2, anneal_every=3,
+                               candidate_pool=4, pool_every=4, n_iter=4000),
+    "gbt-pool-pivot": dict(model="gbt", n_tries=1, n_pivot=4, n_anneal=0, n_iter=3000,
+                           candidate_pool=3, pool_every=2),
 }
 
 
@@ -150,8 +163,8 @@ def test_masked_collapsed_chain_matches_the_exact_posterior(A):
     assert np.abs(z).max() <= Z_MAX, (np.round(z, 2), np.round(mean, 3), np.round(target, 3))
 
 
-@pytest.mark.parametrize("model", ["gbt", "gbtn"])
-def test_dask_backend_runs_the_same_exact_chain(A, model):
+@pytest.mark.parametrize("model,pool", [("gbt", "auto"), ("gbtn", "auto"), ("gbt", 4)])
+def test_dask_backend_runs_the_same_exact_chain(A, model, pool):
     """Through the Dask engine (DaskBackend, synchronous scheduler) the collapsed chain,
     annealed and pivot swaps included, is bitwise the in-memory chain with the same block layout,
     so the exactness shown above holds for it draw for draw."""
@@ -159,7 +172,7 @@ def test_dask_backend_runs_the_same_exact_chain(A, model):
 
     kw = dict(model=model, n_iter=60, burn_in=0, init="random", random_state=3,
               point_estimate="mode", block_size=N, n_threads=1, n_tries=2, n_anneal=2,
-              anneal_every=2, n_pivot=2)
+              anneal_every=2, n_pivot=2, candidate_pool=pool, pool_every=7)
     engine = bayesian_id(A, K, client="synchronous", **kw)
     memory = bayesian_id(A, K, **kw)
     assert engine.trace["accepted"].any()
@@ -266,12 +279,41 @@ def _planted_pivot(monkeypatch, bug):
         monkeypatch.setattr(chain_mod, "_pivot_geometry", geometry)
 
 
+def _planted_pool(monkeypatch, bug):
+    real = chain_mod._draw_pool
+    if bug == "pool_never_redrawn":
+        st_pool = []
+
+        def first(entropy, chain, t, n_cols, J, size):
+            if t == 0 or not st_pool:
+                st_pool[:] = [real(entropy, chain, t, n_cols, J, size)]
+            return st_pool[0]
+
+        monkeypatch.setattr(chain_mod, "_draw_pool", first)
+    elif bug == "pool_not_uniform":
+        def weighted(entropy, chain, t, n_cols, J, size):
+            J = np.asarray(J)
+            out = np.setdiff1d(np.arange(n_cols), J)
+            g = chain_mod.stream(entropy, chain, t, 0, chain_mod.POOL)
+            w = (out + 1.0) ** 2
+            pick = g.choice(out.size, size=size - J.size, replace=False, p=w / w.sum())
+            return tuple(int(c) for c in np.sort(np.concatenate([J, out[pick]])))
+
+        monkeypatch.setattr(chain_mod, "_draw_pool", weighted)
+
+
+#: the pool's planted-bug run (measured: never_redrawn |z| 380, not_uniform 21 at 8,000
+#: iterations on this problem; the correct chain 1.3)
+POOL_RUN = dict(model="gbt", n_tries=1, acceptance="barker", candidate_pool=3, pool_every=3,
+                n_iter=3000)
+
 #: the planted-bug runs: each move's run, its bugs and how to plant them
 PLANTED = {
     # every column a candidate: the most swaps per iteration, so every bug bites
     "collapsed": (PLANTED_RUN, ["barker_flip", "no_logdet", "prior_row", "sigma2_shape"],
                   _planted),
     "pivot": (PIVOT_RUN, ["no_jacobian", "no_ghk_weight", "no_map"], _planted_pivot),
+    "pool": (POOL_RUN, ["pool_never_redrawn", "pool_not_uniform"], _planted_pool),
 }
 
 

@@ -156,7 +156,8 @@ class BayesianID:
         memory (8 N bytes a row), not arithmetic, and saves passes over A; the chain
         is the same for every batch size. "auto": as many as half the smallest worker
         memory limit holds (512 MiB without a known limit), at most every row of A^T A
-        (docs/engine.md, "Candidate batches").
+        (docs/engine.md, "Candidate batches"). Not used with a candidate pool (then
+        each draw of the pool computes its rows in one pass).
     candidate_pool : int, "auto" or None, default="auto"
         Where the swap candidates come from. None: every column outside J. An integer
         m: a pool S of m columns, J and m - K others drawn uniformly, redrawn given the

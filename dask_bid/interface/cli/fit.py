@@ -39,7 +39,8 @@ _SAMPLER_OPTIONS = {"model": "model", "sampler": "sampler", "n_tries": "n_tries"
                     "anneal_every": "anneal_every", "n_iter": "n_iter", "burn_in": "burn_in",
                     "thin": "thin", "n_chains": "n_chains", "seed": "random_state",
                     "point_estimate": "point_estimate", "w_estimate": "w_estimate",
-                    "refine_sweeps": "refine_sweeps", "missing": "missing"}
+                    "refine_sweeps": "refine_sweeps", "missing": "missing",
+                    "candidate_pool": "candidate_pool", "pool_every": "pool_every"}
 
 
 def params_from_args(args) -> dict:
@@ -63,6 +64,16 @@ def params_from_args(args) -> dict:
         except ValueError as exc:
             raise CLIError(f"--n-tries {params['n_tries']!r}: expected a positive integer or "
                            "all.") from exc
+    pool = params.get("candidate_pool")
+    if isinstance(pool, str):
+        if pool.lower() == "none":
+            params["candidate_pool"] = None
+        elif pool.lower() != "auto":
+            try:
+                params["candidate_pool"] = int(pool)
+            except ValueError as exc:
+                raise CLIError(f"--candidate-pool {pool!r}: expected a positive integer, auto "
+                               "or none.") from exc
     if args.bounds is not None:
         params["bounds"] = tuple(args.bounds)
     if args.init is not None:
@@ -292,6 +303,14 @@ def add_parser(sub):
                      help="collapsed sampler: steps of the annealed swap (default 10; 0: none)")
     fit.add_argument("--anneal-every", type=positive_int, default=None, metavar="N",
                      help="collapsed sampler: iterations between annealed swaps (default 5)")
+    fit.add_argument("--candidate-pool", default=None, metavar="M",
+                     help="draw the swap candidates from a pool of M columns (the basis "
+                     "included), redrawn every --pool-every iterations, its rows computed in "
+                     "one pass each: the same posterior, fewer passes; 'none': every column; "
+                     "default 'auto': none up to 16,384 columns, 512 above")
+    fit.add_argument("--pool-every", type=positive_int, default=None, metavar="N",
+                     help="iterations between draws of the candidate pool (default: a third "
+                     "of --n-iter)")
     fit.add_argument("--n-iter", type=positive_int, default=None, metavar="N",
                      help="iterations per chain (default 1000)")
     fit.add_argument("--burn-in", type=nonneg_int, default=None, metavar="N",
