@@ -272,3 +272,17 @@ def test_a_pooled_chain_resumes_and_makes_one_pass_per_draw_of_the_pool(wide, sm
     resumed = bayesian_id(z, K, client=small_cluster, out=out, resume=True,
                           checkpoint_every=4, **kw)
     _equal(resumed, ref)
+
+
+def test_a_block_state_is_sized_exactly():
+    # dask's default for a tuple of more than 10 items samples 10 and scales: a block
+    # state (20 fields) came out at its cached rows' size times 0, 1 or 2 at random, and
+    # the workers spilled states they had room for (engine/dask_backend.py)
+    import dask_bid.engine.dask_backend  # noqa: F401  (registers the size)
+    from dask_bid.kernels.block import BlockState
+
+    rows = np.zeros((64, 4096))
+    state = BlockState(*([None] * 13), rows, *([None] * 6))
+    assert len(state) > 10  # what made dask sample
+    sizes = {sizeof(state) for _ in range(50)}
+    assert len(sizes) == 1 and rows.nbytes <= sizes.pop() < rows.nbytes + 4096
