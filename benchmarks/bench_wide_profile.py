@@ -6,7 +6,9 @@ each kind of task over iterations 11 to the last, per iteration (both workers to
 
     python benchmarks/bench_wide_profile.py /tmp/bench_wide_1000x200000.zarr --n-iter 150
 
-(the store is what ``bench_engine_wide.py --keep`` leaves).
+(the store is what ``bench_engine_wide.py --keep`` leaves). ``--packs 16MiB auto`` runs the
+fit once per packs' bound, alternating, in the same cluster: ``16MiB`` the former fixed
+bound, ``auto`` the default (a share of the worker memory limit).
 """
 
 from __future__ import annotations
@@ -31,19 +33,33 @@ def main(argv=None):
     ap.add_argument("store")
     ap.add_argument("--rank", type=int, default=20)
     ap.add_argument("--n-iter", type=int, default=150)
+    ap.add_argument("--packs", nargs="+", default=["auto"], choices=["16MiB", "auto"])
     args = ap.parse_args(argv)
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cl, \
             Client(cl) as client:
         # compile the workers' kernels first
         bayesian_id(args.store, args.rank, client=client, n_iter=3, burn_in=1, init="random",
                     random_state=0)
-        stamps = []  # wall-clock times: the task stream's clock
+        for packs in args.packs:
+            _profile(client, args, packs)
+
+
+def _profile(client, args, packs):
+    from dask_bid.engine import dask_backend
+
+    saved = dask_backend.MAX_PACK_BYTES
+    if packs == "16MiB":  # the bound before it grew with the worker memory
+        dask_backend.MAX_PACK_BYTES = dask_backend.PACK_BYTES
+    stamps = []  # wall-clock times: the task stream's clock
+    try:
         with get_task_stream(client) as ts:
             t0 = time.perf_counter()
             bayesian_id(args.store, args.rank, client=client, n_iter=args.n_iter,
                         burn_in=args.n_iter // 5, random_state=2,
                         callback=lambda st: stamps.append(time.time()))
             t_fit = time.perf_counter() - t0
+    finally:
+        dask_backend.MAX_PACK_BYTES = saved
     lo, hi = stamps[9], stamps[-1]
     n = len(stamps) - 10
     agg = collections.defaultdict(lambda: [0.0, 0])
@@ -53,7 +69,9 @@ def main(argv=None):
                 agg[_kind(task["key"])][0] += s["stop"] - s["start"]
                 agg[_kind(task["key"])][1] += 1
     total = sum(v[0] for v in agg.values())
-    print(f"fit {t_fit:.1f} s; iterations 11-{len(stamps)}: {(hi - lo) / n:.3f} s each; "
+    tasks = sum(v[1] for v in agg.values())
+    print(f"packs {packs}: fit {t_fit:.1f} s; iterations 11-{len(stamps)}: "
+          f"{(hi - lo) / n:.3f} s each, {tasks / n:.1f} tasks; "
           f"worker compute {total / n * 1000:.0f} ms per iteration (both workers)")
     for k, (t, c) in sorted(agg.items(), key=lambda x: -x[1][0])[:12]:
         print(f"  {k:28s} {t / n * 1000:7.1f} ms/iter  {c / n:5.1f} tasks/iter")

@@ -65,7 +65,8 @@ from .memory import MASK_ROW_OPS, column_blocks
 from .scaling import ScaledReader
 
 __all__ = ["Layout", "plan_layout", "TileSource", "ZarrTile", "DaskBackend", "MaskedDaskBackend",
-           "TILE_BYTES", "FAN_IN", "PACK_BYTES", "MASKED_GRAM_BYTES", "masked_block_bytes",
+           "TILE_BYTES", "FAN_IN", "PACK_BYTES", "PACK_MEMORY_FRACTION", "MAX_PACK_BYTES",
+           "MASKED_GRAM_BYTES", "masked_block_bytes",
            "fused_tiles"]
 
 #: Target size of one tile (float64 bytes) read by one streaming task: small enough that a
@@ -86,7 +87,13 @@ STATS_SSE_FLOOR = 1e-4
 #: A worker's blocks whose states together take at most this many bytes are updated by
 #: one task per ``map`` (a *pack*) instead of one task each: fewer tasks per iteration, at
 #: the cost of holding the pack's old and new states at once (at most this much more).
+#: 0 turns packs off. With a known worker memory limit the bound grows to
+#: ``PACK_MEMORY_FRACTION`` of the smallest limit, at most ``MAX_PACK_BYTES``: a wide
+#: matrix's block holding the candidate pool's rows is ~16 MiB, and one task per block
+#: (49 a map at N = 200,000) cost more wall time than the blocks' arithmetic.
 PACK_BYTES = 16 * 2**20
+PACK_MEMORY_FRACTION = 1 / 32
+MAX_PACK_BYTES = 512 * 2**20
 
 
 @_dask_sizeof.register(BlockState)
@@ -660,6 +667,7 @@ class DaskBackend:
         #: bytes of each block's state as last measured by a map (None: not yet), plus
         #: the rows added since; decides which blocks are packed (``_packs``)
         self._sizes = [None] * len(self.blocks)
+        self._pack_limit = None
         self._owner_starts = np.array([a for a, _ in self.blocks])
         self.n_stream_passes = 0
         #: per block (columns, rows future, max_rows) while the cache is exactly the batch
@@ -847,10 +855,25 @@ class DaskBackend:
             self._rows_src = [(tuple(cols), rows[b], int(max_rows))
                               for b in range(len(self.blocks))]
 
+    def _pack_bytes(self):
+        """The packs' bound: ``PACK_BYTES``, or a share of the smallest worker memory
+        limit when that is larger (see ``PACK_MEMORY_FRACTION``); asked once a backend."""
+        if PACK_BYTES <= 0:
+            return 0
+        if self._pack_limit is None:
+            from .summary import cluster_memory
+
+            memory, _ = cluster_memory(self.ex)
+            self._pack_limit = PACK_BYTES if not memory else int(
+                min(MAX_PACK_BYTES, max(PACK_BYTES, PACK_MEMORY_FRACTION * memory)))
+        return self._pack_limit
+
     def _packs(self):
         """Lists of blocks updated by one task each: consecutive blocks of the same hinted
-        worker while their states sum to at most PACK_BYTES (a block of unknown size, or
-        larger, alone). Which blocks share a task never changes a float of the chain."""
+        worker while their states sum to at most :meth:`_pack_bytes` (a block of unknown
+        size, or larger, alone). Which blocks share a task never changes a float of the
+        chain."""
+        limit = self._pack_bytes()
         by_worker = {}
         for b, h in enumerate(self._hints):
             by_worker.setdefault(h, []).append(b)
@@ -858,8 +881,8 @@ class DaskBackend:
         for bs in by_worker.values():
             pack, total = [], 0
             for b in bs:
-                size = PACK_BYTES + 1 if self._sizes[b] is None else self._sizes[b]
-                if pack and total + size > PACK_BYTES:
+                size = limit + 1 if self._sizes[b] is None else self._sizes[b]
+                if pack and total + size > limit:
                     packs.append(pack)
                     pack, total = [], 0
                 pack.append(b)
