@@ -76,6 +76,18 @@ def test_engine_matches_memory_backend_bitwise_in_one_tile(sampler):
     assert eng.trace["accepted"].any()
 
 
+def test_engine_matches_memory_backend_with_a_candidate_pool():
+    # the pool (docs/model.md): a masked chain drawing its candidates from 12 columns
+    # redrawn every 5 iterations, the same on the engine as in memory
+    A = _matrix(3)
+    kw = {**KW, "init": "random", "candidate_pool": 12, "pool_every": 5}
+    mem = bayesian_id(A, K, **kw)
+    assert_same_chain(mem, bayesian_id(A, K, **kw, **SYNC))
+    assert mem.trace["accepted"].any()
+    assert not np.array_equal(mem.trace["accept_prob"],
+                              bayesian_id(A, K, **KW, init="random").trace["accept_prob"])
+
+
 def test_engine_matches_memory_backend_gbtn_and_all_candidates():
     A = _matrix(2, frac=0.5)
     kw = {**KW, "model": "gbtn", "n_tries": "all", "n_chains": 2}

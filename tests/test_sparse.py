@@ -232,6 +232,12 @@ def test_scipy_input_matches_the_in_memory_masked_fit(sampler):
     np.testing.assert_array_equal(spr.C, A[:, spr.columns])  # NaN where unobserved
 
 
+def test_a_pooled_chain_matches_the_in_memory_fit():
+    A = _matrix(4)
+    kw = {**KW, "candidate_pool": 12, "pool_every": 4}
+    _close(bayesian_id(A, K, **kw), bayesian_id(_coo(A).tocsr(), K, **kw))
+
+
 def test_gbtn_all_candidates_and_two_chains_match_the_in_memory_fit():
     A = _matrix(8, frac=0.5)
     kw = {**KW, "model": "gbtn", "n_tries": "all", "n_chains": 2}
