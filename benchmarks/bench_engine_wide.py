@@ -96,17 +96,24 @@ def load():
     return os.getloadavg()
 
 
-def measure(client, path, K, seed=2, n_iter=None):
-    x = da.from_zarr(path)
-    t0 = time.perf_counter()
-    x.sum().compute()
-    t_pass = time.perf_counter() - t0
-    print(f"  plain pass (da.from_zarr(...).sum().compute()): {t_pass:.2f} s", flush=True)
-    t0 = time.perf_counter()
-    u, s, v = da.linalg.svd_compressed(x, k=K, compute=True)
-    dask.compute(u, s, v)
-    t_svd = time.perf_counter() - t0
-    print(f"  svd_compressed(k={K}, compute=True): {t_svd:.1f} s", flush=True)
+def measure(client, path, K, seed=2, n_iter=None, pool="auto", plain=None):
+    """One default fit of the store at ``path`` (``pool``: its ``candidate_pool``),
+    against one plain pass and ``svd_compressed``; ``plain`` reuses (pass, svd) times
+    measured already."""
+    if plain is None:
+        x = da.from_zarr(path)
+        t0 = time.perf_counter()
+        x.sum().compute()
+        t_pass = time.perf_counter() - t0
+        print(f"  plain pass (da.from_zarr(...).sum().compute()): {t_pass:.2f} s", flush=True)
+        t0 = time.perf_counter()
+        u, s, v = da.linalg.svd_compressed(x, k=K, compute=True)
+        dask.compute(u, s, v)
+        t_svd = time.perf_counter() - t0
+        print(f"  svd_compressed(k={K}, compute=True): {t_svd:.1f} s", flush=True)
+    else:
+        t_pass, t_svd = plain
+    print(f"  candidate_pool={pool!r}", flush=True)
     client.run(_install_sweep_timer)
     counted = {"passes": 0}
     inner = DaskBackend._group_totals
@@ -145,6 +152,7 @@ def measure(client, path, K, seed=2, n_iter=None):
         # burn-in share (a fifth), and with it every iteration's work
         short = {} if n_iter is None else {"n_iter": n_iter, "burn_in": n_iter // 5}
         res = bayesian_id(path, K, client=client, random_state=seed, **short,
+                          candidate_pool=pool,
                           callback=progress)
         t_fit = time.perf_counter() - t0
     finally:
@@ -170,7 +178,7 @@ def measure(client, path, K, seed=2, n_iter=None):
     print(f"  fit / svd = {t_fit / t_svd:.2f} (target <= 4); passes = {passes} (target <= 4);"
           f" fit / (passes x pass + sweeps) = {t_fit:.1f} / {floor:.1f} = "
           f"{t_fit / floor:.2f} (target <= 1.5)", flush=True)
-    return t_fit
+    return t_fit, (t_pass, t_svd)
 
 
 def main(argv=None):
@@ -180,6 +188,9 @@ def main(argv=None):
     ap.add_argument("--rank", type=int, default=20, help="K and the rank of the signal")
     ap.add_argument("--dir", default="/tmp")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--candidate-pool", nargs="+", default=["auto"],
+                    help="the fits' candidate_pool, one fit per value ('auto', 'none' or an "
+                    "integer), in this order, on the same cluster")
     ap.add_argument("--n-iter", type=int, default=None,
                     help="iterations of the fit (default: the sampler's default, 1000)")
     args = ap.parse_args(argv)
@@ -203,7 +214,13 @@ def main(argv=None):
                 bayesian_id(path, K, client=client, n_iter=3, burn_in=1, init="random",
                             random_state=0)
                 print(f"  load average before: {load()[0]:.2f}", flush=True)
-                fits.append((N, measure(client, path, K, n_iter=args.n_iter)))
+                plain = None
+                for pool in args.candidate_pool:
+                    pool = None if pool == "none" else pool if pool == "auto" else int(pool)
+                    t_fit, plain = measure(client, path, K, n_iter=args.n_iter, pool=pool,
+                                           plain=plain)
+                    if pool == "auto":
+                        fits.append((N, t_fit))
                 print(f"  load average after: {load()[0]:.2f}", flush=True)
             finally:
                 if not args.keep:
