@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import dask
 import numpy as np
@@ -142,4 +143,51 @@ def test_lost_block_states_are_restored_from_the_checkpoint(store, reference, cl
 
     res = bayesian_id(store, K, client=cluster, callback=cb, **KW)
     assert res.n_recoveries == 1
+    assert_same_chain(reference, res)
+
+
+_CHILD_SIGINT = textwrap.dedent("""
+    import sys, time
+    from dask_bid.interface import bayesian_id
+    store, out, K = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    kw = {kw!r}
+    # slow after the checkpoint at 10, so that the parent's Ctrl-C lands mid-chain
+    bayesian_id(store, K, client="synchronous", out=out,
+                callback=lambda st: time.sleep(0.2) if st.iteration >= 10 else None, **kw)
+""")
+
+
+@pytest.mark.timeout(240)
+def test_ctrl_c_in_the_python_api_saves_the_iteration_and_resumes(store, reference,
+                                                                   tmp_path):
+    """A Ctrl-C (SIGINT) in a script or notebook calling ``bayesian_id(..., out=...)``
+    stops the chain after the current iteration with a checkpoint of it, so the resumed
+    fit replays nothing and ends on the uninterrupted chain (dask_bid/_interrupt.py)."""
+    out = str(tmp_path / "fit.zarr")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD_SIGINT.format(kw=KW), store, out, str(K)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while not [t for t in complete_checkpoints(out) if t >= 10]:
+            assert child.poll() is None, child.stderr.read().decode()[-3000:]
+            assert time.monotonic() < deadline, "no checkpoint within 180 s"
+            time.sleep(0.05)
+        time.sleep(0.5)  # a few iterations past the checkpoint
+        child.send_signal(signal.SIGINT)
+        err = child.communicate(timeout=60)[1].decode()
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode != 0 and "KeyboardInterrupt" in err, err[-2000:]
+    assert "stopping after this iteration and saving a checkpoint" in err
+    saved = max(complete_checkpoints(out))
+    # the iteration it stopped at, not the periodic checkpoint (every 10)
+    assert 10 < saved < KW["n_iter"] and saved % KW["checkpoint_every"] != 0, saved
+    assert zarr.open_group(out, mode="r").attrs["dask_bid"]["status"] == "interrupted"
+    seen = []
+    res = bayesian_id(store, K, client="synchronous", out=out, resume=True,
+                      callback=lambda st: seen.append(st.iteration),
+                      **{**KW, "random_state": None})
+    assert seen[0] == saved + 1, "the resumed fit replayed iterations"
     assert_same_chain(reference, res)

@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from .._errors import CheckpointError, DaskBidError, ParameterError
+from .._interrupt import fit_latch
 from .chain import run_chain
 from .checkpoint import Checkpointer, StoreSpec, warn_fallback
 from .cluster import RECOVERABLE_ERRORS, check_cluster_versions, cluster_executor
@@ -122,8 +123,11 @@ def _compare_meta(stored, meta, entropy_given):
 class _ChainRunner:
     """Runs one chain with periodic checkpoints and recovery from lost workers."""
 
-    def __init__(self, backend, cfg, entropy, chain, ckpt, every, callback):
+    def __init__(self, backend, cfg, entropy, chain, ckpt, every, callback, stop=None):
         self.be = backend
+        # raises KeyboardInterrupt after a Ctrl-C (dask_bid/_interrupt.py), between
+        # iterations
+        self.stop = stop
         self.cfg = cfg
         self.entropy = entropy
         self.chain = chain
@@ -145,16 +149,18 @@ class _ChainRunner:
     def _cb(self, state):
         if state.iteration % self.every == 0 and state.iteration < self.cfg.n_iter:
             self.checkpoint(state)
-        if self.callback is not None:
-            try:
+        try:
+            if self.callback is not None:
                 self.callback(state)
-            except KeyboardInterrupt:
-                # the caller stops the fit here (the CLI's Ctrl-C, or a callback's own
-                # stop): save this iteration first, so that a resume continues right
-                # after it instead of replaying up to checkpoint_every iterations
-                if self.saved_at != state.iteration:
-                    self.checkpoint(state)
-                raise
+            if self.stop is not None:
+                self.stop()
+        except KeyboardInterrupt:
+            # the caller stops the fit here (a Ctrl-C, or a callback's own stop): save
+            # this iteration first, so that a resume continues right after it instead
+            # of replaying up to checkpoint_every iterations
+            if self.saved_at != state.iteration:
+                self.checkpoint(state)
+            raise
 
     def restore(self):
         """The newest checkpoint whose every part reads back, or None (start afresh).
@@ -521,6 +527,9 @@ class _Fit:
                     A0 = _zero_filled(A0)
                 Backend = MaskedDaskBackend if masked else DaskBackend
                 Source = TileSource
+            # a Ctrl-C stops the chains between iterations, after a checkpoint, when the
+            # fit has an output to resume from and nobody else handles SIGINT
+            latch = fit_latch(self.out)
             with cluster_executor(self.client) as ex:
                 current = (ex.client.as_current() if ex.is_distributed
                            else contextlib.nullcontext())
@@ -539,7 +548,8 @@ class _Fit:
                         be.on_first_pass = self._hook(c, scale)
                         backends.append(be)
                         runners.append(_ChainRunner(be, cfg, self.entropy, c, ckpt,
-                                                    self.every, self.callback))
+                                                    self.every, self.callback,
+                                                    stop=latch.check))
                     self._start(ex, source, backends, scale)
                     for c, runner in enumerate(runners):
                         state = None
@@ -552,7 +562,8 @@ class _Fit:
                                 "instead of trusting its checkpoints")
                         J0 = None if state is not None else self._initial(A0, p, c, scale)
                         starts.append((state, J0))
-                    outputs = _run_chains(ex, ckpt, runners, starts)
+                    with latch:
+                        outputs = _run_chains(ex, ckpt, runners, starts)
                     # summarise divides the observed SSE by ``mask.sum()``: the count is
                     # all it needs of the mask, which the engine never holds whole
                     n_obs = np.asarray(outputs[0].n_obs) if masked else None

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
+
+from ..._interrupt import InterruptLatch
 
 __all__ = ["ChainProgress", "InterruptLatch"]
 
@@ -63,42 +64,3 @@ class ChainProgress:
         self.close()
 
 
-class InterruptLatch:
-    """Ctrl-C stops the fit at the end of the current iteration; a second Ctrl-C at once.
-
-    The first SIGINT only sets :attr:`hit` and says so on stderr; :meth:`check` (called
-    after every iteration, from the fit's callback) then raises KeyboardInterrupt, and the
-    engine writes a checkpoint of that iteration before it stops (``--resume`` continues
-    right after it). A second SIGINT raises KeyboardInterrupt where it lands, for a fit
-    stuck waiting. Nothing is lost when an interrupt lands inside compiled code either:
-    numba's ctypes callbacks, where Python drops an exception, are never asked to raise
-    by the first one. Installed from the main thread only (elsewhere it is inert).
-    """
-
-    #: what the first Ctrl-C prints (stderr)
-    MESSAGE = ("dask-bid: stopping after this iteration and saving a checkpoint "
-               "(Ctrl-C again to stop at once)")
-
-    def __init__(self):
-        self.hit = False
-        self._old = None
-
-    def _handler(self, signum, frame):
-        if self.hit:
-            raise KeyboardInterrupt
-        self.hit = True
-        print(f"\n{self.MESSAGE}", file=sys.stderr, flush=True)
-
-    def check(self):
-        if self.hit:
-            raise KeyboardInterrupt
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._handler)
-        return self
-
-    def __exit__(self, *exc):
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
-            self._old = None
