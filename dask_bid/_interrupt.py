@@ -29,9 +29,11 @@ class InterruptLatch:
     MESSAGE = ("dask-bid: stopping after this iteration and saving a checkpoint "
                "(Ctrl-C again to stop at once)")
 
-    def __init__(self, message=None):
+    def __init__(self, message=None, *, active=True):
         self.hit = False
         self.message = self.MESSAGE if message is None else message
+        # an inactive latch installs nothing: its check never raises
+        self.active = active
         self._old = None
 
     def _handler(self, signum, frame):
@@ -45,7 +47,7 @@ class InterruptLatch:
             raise KeyboardInterrupt
 
     def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
+        if self.active and threading.current_thread() is threading.main_thread():
             self._old = signal.signal(signal.SIGINT, self._handler)
         return self
 
@@ -55,27 +57,13 @@ class InterruptLatch:
             self._old = None
 
 
-class _Inert:
-    hit = False
-
-    def check(self):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        pass
-
-
 def fit_latch(out):
     """The engine's latch for a fit writing ``out``: installed only where SIGINT still
     has Python's default handler (a caller with its own, like the command line's latch,
     keeps it) and only in the main thread; inert otherwise, and without an output
     (nothing to resume from)."""
-    if (out is None or threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
-        return _Inert()
+    active = (out is not None and threading.current_thread() is threading.main_thread()
+              and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
     return InterruptLatch(
         f"dask_bid: stopping after this iteration and saving a checkpoint to {out} "
-        "(interrupt again to stop at once; resume=True continues)")
+        "(interrupt again to stop at once; resume=True continues)", active=active)

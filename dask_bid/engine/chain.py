@@ -205,7 +205,7 @@ def _draw_pool(entropy, chain, t, n_cols, J, size):
     return tuple(int(c) for c in np.sort(np.concatenate([J, outside[pick]])))
 
 
-def _load_pool(backend, cfg, st: ClientState):
+def _load_pool(backend, st: ClientState):
     """One pass computes the rows a_u^T A of every pool column (the basis's included: a
     column leaving J must keep its row, since it stays a candidate); they replace the
     blocks' cache."""
@@ -218,7 +218,7 @@ def _load_pool(backend, cfg, st: ClientState):
 def _refresh_pool(backend, cfg, entropy, chain, st: ClientState):
     """Draw the pool again given the current J, and compute its rows (one pass)."""
     st.pool = _draw_pool(entropy, chain, st.iteration, backend.n_cols, st.J, cfg.pool_size)
-    _load_pool(backend, cfg, st)
+    _load_pool(backend, st)
 
 
 def _merged(parts) -> dict:
@@ -294,7 +294,7 @@ def _ensure_cached(backend, cfg, entropy, chain, st: ClientState, u, J):
     if u in st.cached:
         return
     if st.pool is not None:  # a resumed chain: its blocks come back without cached rows
-        _load_pool(backend, cfg, st)
+        _load_pool(backend, st)
         return
     want = _batch(entropy, chain, st.cand_pos, backend.n_cols, J,
                   () if cfg.replace_cache else st.cached, u, cfg.n_candidates)
@@ -479,7 +479,7 @@ def _ensure_rows(backend, cfg, entropy, chain, st: ClientState, S, J):
     if all(u in held for u in S):
         return
     if st.pool is not None:  # a resumed chain: its blocks come back without cached rows
-        _load_pool(backend, cfg, st)
+        _load_pool(backend, st)
         return
     n = max(cfg.n_candidates - len(S), 0)
     more = _batch(entropy, chain, st.cand_pos, backend.n_cols, J,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._errors import ParameterError
 from .chain import ChainConfig, lstsq_estimate, map_estimate, refine
 from .result import TRACE_DTYPE, BIDResult
 
@@ -174,8 +175,6 @@ def _check_pool_memory(size, memory, row_bytes):
         return
     need = size * row_bytes
     if need > CANDIDATE_MEMORY_FRACTION * memory:
-        from .._errors import ParameterError
-
         raise ParameterError(
             f"candidate_pool={size} needs {need / 2**30:.1f} GiB per worker for its rows of "
             f"A^T A, more than {CANDIDATE_MEMORY_FRACTION:g} of the smallest worker memory "
