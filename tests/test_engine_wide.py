@@ -286,3 +286,10 @@ def test_a_block_state_is_sized_exactly():
     assert len(state) > 10  # what made dask sample
     sizes = {sizeof(state) for _ in range(50)}
     assert len(sizes) == 1 and rows.nbytes <= sizes.pop() < rows.nbytes + 4096
+    # a pack's states (engine/dask_backend.py PackStates): 12 states, one of them large
+    from dask_bid.engine.dask_backend import PackStates
+
+    empty = BlockState(*([None] * 20))
+    pack = PackStates([state] + [empty] * 11)
+    sizes = {sizeof(pack) for _ in range(50)}
+    assert len(sizes) == 1 and rows.nbytes <= sizes.pop() < rows.nbytes + 8192

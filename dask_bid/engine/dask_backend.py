@@ -65,8 +65,8 @@ from .memory import MASK_ROW_OPS, column_blocks
 from .scaling import ScaledReader
 
 __all__ = ["Layout", "plan_layout", "TileSource", "ZarrTile", "DaskBackend", "MaskedDaskBackend",
-           "TILE_BYTES", "FAN_IN", "PACK_BYTES", "PACK_MEMORY_FRACTION", "MAX_PACK_BYTES",
-           "MASKED_GRAM_BYTES", "masked_block_bytes",
+           "TILE_BYTES", "FAN_IN", "PACK_BYTES", "PackStates", "PACK_MEMORY_FRACTION",
+           "MAX_PACK_BYTES", "MASKED_GRAM_BYTES", "masked_block_bytes",
            "fused_tiles"]
 
 #: Target size of one tile (float64 bytes) read by one streaming task: small enough that a
@@ -105,6 +105,14 @@ def _sizeof_block_state(state):
     it, and every iteration read its states back from disk (docs/performance.md, "Wide
     matrices", run 4). Worker memory accounting and spilling go by this number."""
     return sys.getsizeof(state) + sum(_dask_sizeof(x) for x in state)
+
+
+class PackStates(tuple):
+    """The new states of a pack's blocks (``_apply_pack``), in order."""
+
+
+# the same sampling would size a pack of more than 10 states by extrapolation
+_dask_sizeof.register(PackStates)(_sizeof_block_state)
 
 
 #: missing="mask": default blocks hold at most this many bytes of per-column Gram matrices
@@ -512,7 +520,7 @@ def _apply_pack(helds, fn, ctx):
     ((new states), ((small, bytes of the new state), ...))."""
     ctx = _realign(ctx)
     out = [fn(_state(h), ctx) for h in helds]
-    return tuple(o[0] for o in out), tuple((o[1], _state_bytes(o[0])) for o in out)
+    return PackStates(o[0] for o in out), tuple((o[1], _state_bytes(o[0])) for o in out)
 
 
 def _columns_of(held, cols, proposal):
