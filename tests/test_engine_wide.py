@@ -293,3 +293,51 @@ def test_a_block_state_is_sized_exactly():
     pack = PackStates([state] + [empty] * 11)
     sizes = {sizeof(pack) for _ in range(50)}
     assert len(sizes) == 1 and rows.nbytes <= sizes.pop() < rows.nbytes + 8192
+
+
+def _walked_bytes(x):
+    # every array reachable from x, walked (what _state_bytes must equal)
+    if isinstance(x, np.ndarray):
+        return x.nbytes
+    if isinstance(x, dict):
+        return sum(_walked_bytes(v) for v in x.values())
+    if isinstance(x, (tuple, list)):
+        return sum(_walked_bytes(v) for v in x)
+    return 0
+
+
+def test_a_state_with_a_long_history_is_sized_and_realigned_without_walking_it():
+    """A block state's retained draws (``traces``) and per-basis sums (``acc``) grow with
+    the chain. A pack's size is their first entry's bytes times their number (it equals
+    the walked size), and realignment leaves them alone (they enter no product): walking
+    both at every map made a fit's client time quadratic in its length."""
+    from dask_bid.engine.chain import run_chain
+    from dask_bid.engine.dask_backend import _realign, _state_bytes
+    from dask_bid.engine.memory import MemoryBackend
+    from dask_bid.engine.summary import chain_config
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((30, 12))
+    p = validate_params({**DEFAULTS, "n_components": 3, "n_iter": 60, "burn_in": 10,
+                         "thin": 1, "init": "random"}, n_cols=12)
+    be = MemoryBackend(A, n_threads=1, trace_cols=range(12))
+    run_chain(be, chain_config(p, 12), 5, 0)
+    st = be.states[0]
+    assert len(st.traces) == 50 and len(st.acc) >= 1
+    assert _state_bytes(st) == _walked_bytes(st) > 0
+    # a state received at an odd byte offset: its working arrays are copied to aligned
+    # memory, the history is passed through as it is
+    buf = np.zeros(st.W.size * 8 + 1, dtype=np.uint8)
+    W = np.frombuffer(buf[1:].data, dtype=np.float64).reshape(st.W.shape)
+    W[...] = st.W
+    assert not W.flags.aligned
+    moved = _realign(st._replace(W=W))
+    assert moved.W.flags.aligned and np.array_equal(moved.W, st.W)
+    assert moved.traces is st.traces and moved.acc is st.acc
+    assert _realign(st) is st  # nothing to copy: the same object
+    # a misaligned draw in the history stays where it is: the history is not walked
+    key, w = st.traces[-1]
+    odd = np.frombuffer(np.zeros(w.size * 8 + 1, np.uint8)[1:].data,
+                        dtype=np.float64).reshape(w.shape)
+    longer = st._replace(traces=st.traces + ((key, odd),))
+    assert _realign(longer).traces is longer.traces

@@ -184,11 +184,12 @@ def test_dask_backend_runs_the_same_exact_chain(A, model, pool):
 def test_the_search_is_not_the_posterior(A):
     """The least-squares search (``sampler="search"``) targets a profile likelihood: its
     visit frequencies are far from p(J | A), which is why it is not a sampler option."""
-    p = params(sampler="search", n_iter=6000)
+    p = params(sampler="search", n_iter=2000)
     dJ, ds2, dW = run(A, p)
     z, mean, target = z_scores(A, p, dJ, ds2, dW)
     tv = 0.5 * np.abs(mean[:10] - target[:10]).sum()
-    # the exact variants above stay within TV 0.06 of it at this length
+    # measured at this length: the search 0.317 (0.295 at 6,000 iterations), the exact
+    # variants gbt-barker-1 and gbt-all 0.076 and 0.030
     assert tv > 0.15, (tv, np.round(mean[:10], 3), np.round(target[:10], 3))
 
 
@@ -302,10 +303,10 @@ def _planted_pool(monkeypatch, bug):
         monkeypatch.setattr(chain_mod, "_draw_pool", weighted)
 
 
-#: the pool's planted-bug run (measured at these 3,000 iterations: never_redrawn |z| 237,
-#: not_uniform 15; the correct chain 3.3)
+#: the pool's planted-bug run (measured at these 1,000 iterations: never_redrawn |z| 151,
+#: not_uniform 11.3; the correct chain 2.9. At 3,000: 237, 15 and 3.3)
 POOL_RUN = dict(model="gbt", n_tries=1, acceptance="barker", candidate_pool=3, pool_every=3,
-                n_iter=3000)
+                n_iter=1000)
 
 #: the planted-bug runs: each move's run, its bugs and how to plant them
 PLANTED = {

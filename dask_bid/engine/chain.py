@@ -37,6 +37,7 @@ from ..kernels.block import (
     block_plain_propose,
     block_rebase,
 )
+from ..kernels.linalg import pinv_sym
 from ..kernels.pivot import ghk_column
 from ..kernels.priors import Priors
 from ..kernels.rng import CANDIDATES, CLIENT, INIT, POOL, stream
@@ -352,7 +353,7 @@ def initial_state(backend, cfg: ChainConfig, entropy: int, chain: int, J0=None):
         # and throws a good starting basis away
         backend.map(block_lstsq_start, StepContext(
             entropy=entropy, chain=chain, iteration=-1, priors=cfg.priors, sigma2=1.0, G=G,
-            P2=np.linalg.pinv(G, hermitian=True)))
+            P2=pinv_sym(G)))
     hw, wgw = backend.quadratics(G)
     sse = sse_from_stats(norm_a2, hw, wgw)
     sigma2 = draw_sigma2(g, sse, n_obs, cfg.priors.alpha_sigma, cfg.priors.beta_sigma)
@@ -360,7 +361,7 @@ def initial_state(backend, cfg: ChainConfig, entropy: int, chain: int, J0=None):
     if cfg.swap_score == "lstsq" or cfg.search_warmup:
         res = backend.map(block_lstsq_score, StepContext(
             entropy=entropy, chain=chain, iteration=-1, priors=cfg.priors, sigma2=1.0, G=G,
-            P2=np.linalg.pinv(G, hermitian=True)))
+            P2=pinv_sym(G)))
         score = sse_from_stats(norm_a2, sum(r[0] for r in res), sum(r[1] for r in res))
     st = ClientState(iteration=0, J=J0, G=G, sse=sse, sigma2=sigma2, score=score,
                      cached=list(first), pool=pool)
@@ -402,7 +403,7 @@ def _move_aggressive(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retain
     record = _record(cfg, st, st.J) if retained else None
     ls_start = cfg.proposal_init == "lstsq"
     ls_score = cfg.swap_score == "lstsq"
-    P2 = np.linalg.pinv(G2, hermitian=True) if ls_start or ls_score else None
+    P2 = pinv_sym(G2) if ls_start or ls_score else None
     ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
                       sigma2=st.sigma2, G=st.G, G2=G2, take2=took, p=p, u=u, record=record,
                       P2=P2, ls_start=ls_start, ls_score=ls_score, J=st.J, peek=peek)
@@ -550,7 +551,7 @@ def _in_span(G, k, gcol, squ, rtol=1e-8):
     the basis columns other than slot k: its least-squares residual on them vanishes."""
     idx = [i for i in range(G.shape[0]) if i != k]
     g = np.asarray(gcol, dtype=np.float64)[idx]
-    res = squ - g @ np.linalg.pinv(G[np.ix_(idx, idx)], hermitian=True) @ g
+    res = squ - g @ pinv_sym(G[np.ix_(idx, idx)]) @ g
     return bool(res <= rtol * squ)
 
 
@@ -569,7 +570,7 @@ def _pivot_geometry(G, k, gcol, squ, p, u):
         gs, ss = gnew.copy(), float(squ)
         rhs = np.array(gcol, dtype=np.float64)
         Gt = G
-    d = np.linalg.pinv(Gt, hermitian=True) @ rhs
+    d = pinv_sym(Gt) @ rhs
     d[k] = 0.0
     gs[k] = 0.0
     rel = 1.0 - float(gs @ d) / ss if ss > 0 else 0.0
@@ -675,7 +676,7 @@ def _finish(backend, fn, ctx, cfg, entropy, chain, st, norm_a2, n_obs, g, peek=(
     ``st.peek`` for the next move."""
     key = tuple(int(j) for j in np.sort(st.J))
     box = cfg.score_visited and key not in st.scored
-    P = np.linalg.pinv(st.G, hermitian=True) if box else None
+    P = pinv_sym(st.G) if box else None
     res = backend.map(fn, ctx._replace(box_score=box, P2=P, peek=peek))
     if peek:
         st.peek = _merged(r[-1] for r in res)
@@ -773,7 +774,7 @@ def _score_current(backend, cfg, entropy, chain, st: ClientState, norm_a2):
     if key in st.scored:
         return
     bound = -np.inf
-    P = np.linalg.pinv(st.G, hermitian=True)
+    P = pinv_sym(st.G)
     if np.isfinite(st.best_score):
         ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration,
                           priors=cfg.priors, sigma2=1.0, G=st.G, P2=P)
@@ -840,7 +841,7 @@ def _fixed_basis_start(backend, cfg, entropy, key, chain, current=None):
     else:
         norm_a2, n_obs = backend.init_blocks(J, cfg.priors, entropy, chain)
     G = backend.gram(J)
-    P = np.linalg.pinv(G, hermitian=True)
+    P = pinv_sym(G)
     base = StepContext(entropy=entropy, chain=chain, iteration=cfg.n_iter, priors=cfg.priors,
                        sigma2=1.0, G=G, P2=P)
     backend.map(block_lstsq_start, base)
@@ -894,7 +895,7 @@ def lstsq_estimate(backend, cfg: ChainConfig, entropy: int, key, *, started: boo
     ls_key = ("lstsq", *key)
     backend.map(block_box_lstsq, StepContext(
         entropy=entropy, chain=chain, iteration=cfg.n_iter, priors=cfg.priors, sigma2=1.0,
-        G=G, P2=np.linalg.pinv(G, hermitian=True), record=(ls_key, np.arange(len(J)), ())))
+        G=G, P2=pinv_sym(G), record=(ls_key, np.arange(len(J)), ())))
     _, W, _ = backend.posterior(ls_key)
     return W
 

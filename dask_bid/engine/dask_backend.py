@@ -341,6 +341,17 @@ def _realign(x):
     """
     if isinstance(x, np.ndarray):
         return x if x.flags.aligned else np.array(x, order="K")
+    if isinstance(x, BlockState):
+        # the retained draws and the per-basis sums grow with the chain and enter no
+        # product (only elementwise sums, exact at any alignment): walking them at every
+        # map made a fit quadratic in its length
+        upd = {}
+        for name in _FIXED_FIELDS:
+            v = getattr(x, name)
+            r = _realign(v)
+            if r is not v:
+                upd[name] = r
+        return x._replace(**upd) if upd else x
     if isinstance(x, (tuple, list)):
         items = [_realign(v) for v in x]
         if all(a is b for a, b in zip(items, x, strict=True)):
@@ -381,11 +392,29 @@ def _state_bytes(s):
     """Bytes of the arrays a block state holds (what a pack's size is measured in)."""
     if isinstance(s, np.ndarray):
         return s.nbytes
+    if isinstance(s, BlockState):
+        # the retained draws and the per-basis sums hold entries of one shape each:
+        # counted as the first entry's bytes times their number, not walked
+        return (sum(_state_bytes(getattr(s, name)) for name in _FIXED_FIELDS)
+                + _uniform_bytes(s.traces) + _uniform_bytes(s.acc or {}))
     if isinstance(s, dict):
         return sum(_state_bytes(v) for v in s.values())
     if isinstance(s, (tuple, list)):
         return sum(_state_bytes(v) for v in s)
     return 0
+
+
+#: the fields of a block state whose size does not grow with the chain's length
+_FIXED_FIELDS = tuple(f for f in BlockState._fields if f not in ("traces", "acc"))
+
+
+def _uniform_bytes(items):
+    """Bytes of a tuple's items or a dict's values, all of the first one's shapes."""
+    n = len(items)
+    if n == 0:
+        return 0
+    first = next(iter(items.values())) if isinstance(items, dict) else items[0]
+    return n * _state_bytes(first)
 
 
 def _cols_of(tile, cols):

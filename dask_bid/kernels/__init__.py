@@ -25,6 +25,7 @@ from .block import (
 )
 from .boxls import box_lstsq, box_qp
 from .collapsed import draw_slot_row, log_normal_mass, slot_marginal
+from .linalg import pinv_sym
 from .pivot import ghk_column, pivot_block
 from .priors import MODELS, Priors
 from .rng import root_entropy, stream
@@ -40,6 +41,7 @@ from .sweep import (
 from .truncnorm import gtn_cdf, gtn_draw, gtn_logpdf, gtn_offset_cdf, sample_gtn
 
 __all__ = [
+    "pinv_sym",
     "box_lstsq",
     "box_qp",
     "block_box_lstsq",

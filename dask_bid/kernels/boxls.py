@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
+from .linalg import pinv_sym
+
 __all__ = ["box_lstsq", "box_qp"]
 
 
@@ -118,7 +120,7 @@ def box_lstsq(G, H, *, a=-1.0, b=1.0, P=None, W0=None, Gn=None):
     H = np.asarray(H, dtype=np.float64)
     K, nb = H.shape
     if Gn is None:
-        P = np.linalg.pinv(G, hermitian=True) if P is None else P
+        P = pinv_sym(G) if P is None else P
         W = P @ H
         out = np.flatnonzero(((W < a) | (W > b)).any(axis=0))
         for n in out:

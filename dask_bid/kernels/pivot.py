@@ -204,6 +204,14 @@ def _ghk(gen, m, L, a, b, w, draw):
     return logz
 
 
+def _vector(x, K):
+    # a K-vector of float64 from a scalar or a K-vector (np.full: broadcast_to's
+    # generality cost more than the compiled call below)
+    if np.ndim(x) == 0:
+        return np.full(K, float(x))
+    return np.ascontiguousarray(np.broadcast_to(np.asarray(x, np.float64), (K,)))
+
+
 #: the generator argument of a GHK evaluation, which draws nothing
 _NO_DRAWS = np.random.default_rng(0)
 
@@ -230,8 +238,8 @@ def ghk_column(gen, G, h, mu, tau, sigma2, a, b, w=None):
         The log weight and the column.
     """
     K = G.shape[0]
-    tau = np.ascontiguousarray(np.broadcast_to(np.asarray(tau, np.float64), (K,)))
-    mu = np.ascontiguousarray(np.broadcast_to(np.asarray(mu, np.float64), (K,)))
+    tau = _vector(tau, K)
+    mu = _vector(mu, K)
     out = np.empty(K)
     if w is not None:
         out[:] = w
