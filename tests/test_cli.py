@@ -344,6 +344,18 @@ def test_subprocess_error_exit_status(tmp_path):
     assert r.stdout == ""
 
 
+def test_a_closed_pipe_stops_quietly(data):
+    """``dask-bid info FILE | head -0``: the reader has gone before the first line. The
+    command stops as Unix tools do (status 141 = 128 + SIGPIPE), with nothing on stderr
+    and no log (it printed "error: [Errno 32] Broken pipe" and wrote a traceback log)."""
+    d, _, _ = data
+    p = subprocess.Popen([sys.executable, "-m", "dask_bid.interface.cli", "info",
+                          str(d / "a.npy")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # before the process has imported anything, let alone printed
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141 and err == "", (p.returncode, err)
+
+
 def test_demo_runs_end_to_end(tmp_path):
     """The README's main job on a LocalCluster, shortened (the default is 200 iterations;
     12 keep the planted columns the sketch start finds, and each costs ~0.4 s: the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import sys
 
 from ._core import (
@@ -64,6 +65,32 @@ def _write_log(argv) -> str | None:
         return None
 
 
+def _stdout_gone() -> bool:
+    """Whether standard output's reader has gone (and not a socket of the cluster)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    if hasattr(select, "poll"):
+        # the write end of a pipe whose reader closed it reports an error; asking does
+        # not depend on whether stdout is buffered (PYTHONUNBUFFERED)
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        gone = any(ev & select.POLLERR for _, ev in poller.poll(0))
+    else:  # Windows: a second flush of what is left fails the same way
+        try:
+            sys.stdout.flush()
+            gone = False
+        except BrokenPipeError:
+            gone = True
+        except (OSError, ValueError):
+            gone = False
+    if gone:
+        # Python flushes stdout again at exit: /dev/null takes what is left
+        os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+    return gone
+
+
 def main(argv=None) -> int:
     """Run the ``dask-bid`` command line; returns the exit status.
 
@@ -85,7 +112,9 @@ def main(argv=None) -> int:
     debug = bool(args.debug or os.environ.get("DASK_BID_DEBUG"))
     try:
         with quiet_libraries(), warning_lines(quiet=getattr(args, "quiet", False)):
-            return int(args.func(args) or 0)
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+            return code
     except KeyboardInterrupt:
         hint = " (continue with --resume)" if getattr(args, "command", "") == "fit" else ""
         print(f"{PROG}: interrupted{hint}", file=sys.stderr)
@@ -109,6 +138,10 @@ def main(argv=None) -> int:
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except (OSError, ValueError) as exc:
+        if isinstance(exc, BrokenPipeError) and _stdout_gone():
+            # the reader of our output has gone (``dask-bid info ... | head``): stop
+            # quietly, as Unix tools do (128 + SIGPIPE)
+            return 141
         # from a library: the message is usually enough, the traceback goes to a log
         if debug:
             raise
