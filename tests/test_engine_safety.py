@@ -369,6 +369,125 @@ def _deep_equal_or_gen(a, b):
     _deep_equal(a, b)
 
 
+def test_traces_are_packed_exactly_and_version_1_states_still_load(tmp_path, monkeypatch):
+    """Lists of one kind (a chain's traces and retained draws, which grow with every
+    iteration) are stored as one array each, not as a JSON node per item, and come back
+    of the same Python types bit for bit; lists that are not of one kind, and states of
+    version 1 (every item a JSON node), keep loading."""
+    import dask_bid.engine.serialize as ser
+
+    g = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    odd = [0.0, -0.0, np.inf, -np.inf, float.fromhex("0x1.0000000000001p-1074"), 1 / 3, 1e308]
+    nan = float.fromhex("0x1.8p+1") * np.inf * 0  # a NaN
+    obj = {
+        "floats": odd + [nan],
+        "bools": (True, False, True, True),
+        "ints": list(range(-3, 3)) + [2**63 - 1],
+        "big ints": [1, 2, 3, 2**63],  # beyond int64: kept as JSON
+        "mixed": [1.0, np.float64(2.0), 3.0, 4.0],  # a numpy scalar among floats
+        "bool or int": [True, 1, 0, False],
+        "arrays": [np.arange(3) + i for i in range(5)],
+        "scalars": [np.float32(i) for i in range(4)],
+        "ragged": [np.arange(i) for i in range(1, 6)],
+        "tuple of arrays": tuple(np.ones((2, 2), dtype=np.float32) * i for i in range(4)),
+        "short": [1.5, 2.5],
+        "records": tuple(((i, i + 1), np.full((2, 3), i / 7)) for i in range(6)),
+        "uneven records": [(1, 2.0), (3, 4.0), (5,), (6, 7.0)],
+        "mixed records": [(1, "a"), (2.5, "b"), (3, None), (4, "d")],
+    }
+    save_state(g, "s", obj)
+    tree = g["s"].attrs["dask_bid_state"]["tree"]
+    kinds = {ser.decode(k, None): v["t"] for k, v in tree["items"]}
+    assert kinds == {"floats": "packed", "bools": "packed", "ints": "packed",
+                     "big ints": "list", "mixed": "list", "bool or int": "list",
+                     "arrays": "packed", "scalars": "list", "ragged": "list",
+                     "tuple of arrays": "packed", "short": "list", "records": "zip",
+                     "uneven records": "list", "mixed records": "zip"}
+    records = dict((ser.decode(k, None), v) for k, v in tree["items"])["records"]
+    assert [c["t"] for c in records["columns"]] == ["zip", "packed"]
+    back = load_state(g, "s")
+    _deep_equal(obj, back)
+    assert [float(x).hex() for x in back["floats"][:-1]] == [float(x).hex() for x in odd]
+    assert np.isnan(back["floats"][-1]) and type(back["floats"][-1]) is float
+    # each array its own: writable, contiguous, not a view of its neighbours
+    a = back["arrays"]
+    assert all(x.flags.owndata and x.flags.writeable and x.flags.c_contiguous for x in a)
+    a[0][0] = 99
+    assert a[1][0] == 1
+    # a state written as version 1 (no packed lists) loads to the same objects
+    monkeypatch.setattr(ser, "_PACK_MIN", 10**9)
+    save_state(g, "v1", obj)
+    meta = dict(g["v1"].attrs["dask_bid_state"])
+    assert all(v["t"] not in ("packed", "zip") for _, v in meta["tree"]["items"])
+    meta["version"] = 1
+    g["v1"].attrs["dask_bid_state"] = meta
+    _deep_equal(obj, load_state(g, "v1"))
+    meta["version"] = 3
+    g["v1"].attrs["dask_bid_state"] = meta
+    with pytest.raises(CheckpointError, match="version 3; this dask_bid reads versions 1, 2"):
+        load_state(g, "v1")
+
+
+def test_a_state_and_its_marks_are_one_metadata_write():
+    """A checkpoint's state and its ``complete`` mark reach ``zarr.json`` in one write, as
+    do a converted matrix's attributes and its completion mark: zarr's ``attrs.update``
+    writes once per key, and a fit killed between two such writes left a checkpoint
+    marked complete without its state (seen as a resume falling back to an older one).
+    A real zarr store that records what is written to it."""
+    from zarr.storage import MemoryStore
+
+    from dask_bid.engine.zarr_io import ARRAY_ATTR, mark_complete
+
+    class Recording(MemoryStore):
+        writes: list = []
+
+        async def set(self, key, value, byte_range=None):
+            if key.endswith("zarr.json"):
+                self.writes.append((key, json.loads(value.to_bytes())))
+            await super().set(key, value)
+
+    store = Recording()
+    g = zarr.open_group(store=store, mode="w")
+    save_state(g, "client", {"trace": [0.5] * 10, "n": 3}, {"complete": True})
+    client = [a.get("attributes", {}) for k, a in store.writes if k == "client/zarr.json"]
+    assert client and all("dask_bid_state" in a for a in client if a.get("complete")), client
+    assert sum(bool(a) for a in client) == 1, client
+    assert load_state(g, "client") == {"trace": [0.5] * 10, "n": 3}
+
+    store.writes.clear()
+    z = zarr.create_array(store=store, name="A", shape=(2, 2), dtype="f8",
+                          attributes={ARRAY_ATTR: {"complete": False}})
+    mark_complete(z, source={"file": "a.csv"}, n=2)
+    marks = [a["attributes"] for k, a in store.writes if k == "A/zarr.json"]
+    assert all(ARRAY_ATTR in a for a in marks), marks
+    assert marks[-1] == {ARRAY_ATTR: {"complete": True}, "source": {"file": "a.csv"}, "n": 2}
+    assert len(marks) == 2, marks  # the creation, then one write for the mark and the rest
+
+
+def test_a_long_chain_writes_checkpoints_of_bounded_json(store, tmp_path):
+    """Neither the client's nor a block's checkpoint JSON grows with the chain: the traces
+    and retained draws are arrays in the buffers (they grew by JSON nodes per iteration,
+    every checkpoint encoding the whole history: quadratic in the chain's length)."""
+    out = str(tmp_path / "r.zarr")
+    sizes = {}
+
+    def cb(st):
+        for name in _checkpoints(out):
+            for part in ("client", "block_00000"):
+                f = Path(out, "checkpoint", name, part, "zarr.json")
+                if f.exists():
+                    sizes[part, int(name.split("-it")[1])] = f.stat().st_size
+
+    bayesian_id(store, K, out=out, callback=cb, **{**KW, **SYNC, "n_iter": 60,
+                                                   "checkpoint_every": 10})
+    assert {("client", 20), ("client", 50), ("block_00000", 20),
+            ("block_00000", 50)} <= set(sizes), sizes
+    # 30 more iterations past the burn-in: the client's 7 traces, ~210 JSON nodes (> 8 kB),
+    # and a block's 15 retained draws (> 5 kB), before the change
+    assert sizes["client", 50] - sizes["client", 20] < 2000, sizes
+    assert sizes["block_00000", 50] - sizes["block_00000", 20] < 500, sizes
+
+
 def test_a_pickled_checkpoint_is_never_loaded(store, tmp_path):
     import pickle
 

@@ -58,11 +58,12 @@ def checkpoint_name(chain: int, iteration: int) -> str:
     return f"c{chain}-it{iteration:08d}"
 
 
-def save_blob(spec: StoreSpec, path: str, obj) -> int:
-    """Write ``obj`` (a chain or block state) as the state group ``path``; returns its bytes."""
+def save_blob(spec: StoreSpec, path: str, obj, attrs=None) -> int:
+    """Write ``obj`` (a chain or block state) as the state group ``path``, with the group
+    attributes ``attrs``; returns its bytes."""
     parent, _, name = path.rpartition("/")
     g = spec.group()
-    return save_state(g[parent] if parent else g, name, obj)
+    return save_state(g[parent] if parent else g, name, obj, attrs)
 
 
 def load_blob(spec: StoreSpec, path: str):
@@ -126,9 +127,9 @@ class Checkpointer:
         backend.save_blocks(self.spec, f"checkpoint/{name}")
         payload = {"state": state, "norm_a2": norm_a2, "n_obs": n_obs,
                    "n_blocks": len(backend.blocks), "chain": chain}
-        save_blob(self.spec, f"checkpoint/{name}/client", payload)
-        g = self.spec.group()
-        g[f"checkpoint/{name}/client"].attrs["complete"] = True
+        # "complete" goes with the state's own attributes, written after everything else
+        # (one write: a second would encode the state's JSON again)
+        save_blob(self.spec, f"checkpoint/{name}/client", payload, {"complete": True})
         return name
 
     def prune(self, chain):

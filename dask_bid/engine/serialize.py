@@ -11,6 +11,15 @@ they hold) is written to a Zarr group as
   every array of that dtype (a few arrays per state whatever its size, so a checkpoint
   costs a handful of writes, not one per array).
 
+A list or tuple whose items are all Python floats, all bools or all int64-sized ints, or
+all numpy arrays of one dtype and shape (a chain's traces and retained draws, which grow
+with every iteration), is stored as one array in the buffers (version 2), not as a JSON
+node per item; one whose items are all tuples of one length is stored by position, each
+position's items a list packed the same way (a block's retained (basis, W draw) pairs).
+The JSON a checkpoint writes then stays small however long the chain, and the items come
+back of the same Python types, bit for bit. Version 1 states (a JSON node per item) still
+load.
+
 Only these node types are decoded: None, bool, int, float, str, numpy scalars and numeric
 arrays, tuple, list, set, dict (keys are nodes too, so tuples of ints and strings work),
 numpy ``Generator`` / bit-generator states (integers), and the NamedTuples and dataclasses
@@ -36,7 +45,12 @@ __all__ = ["STATE_FORMAT", "STATE_VERSION", "STATE_TYPES", "register_state_type"
            "decode", "save_state", "load_state"]
 
 STATE_FORMAT = "dask_bid.state"
-STATE_VERSION = 1
+STATE_VERSION = 2
+#: versions this code reads (1: no packed lists)
+_READS = (1, 2)
+#: fewest items for a list to be packed into one array (a shorter one is cheaper as JSON)
+_PACK_MIN = 4
+_INT64 = (-(2**63), 2**63 - 1)
 _ATTR = "dask_bid_state"
 #: Bytes per chunk of a buffer array.
 _CHUNK = 64 * 2**20
@@ -126,6 +140,41 @@ def _float(x: float) -> str:
     return float(x).hex()
 
 
+def _packed(seq, w: _Writer):
+    """The node of ``seq`` (a list or tuple) as one array, or None if its items are not
+    all of one packable kind. Exact types only (``type(x) is float``): a numpy scalar or
+    a bool among ints keeps the generic form, so that every item decodes to its type."""
+    if len(seq) < _PACK_MIN:
+        return None
+    kind = "tuple" if isinstance(seq, tuple) else "list"
+    first = type(seq[0])
+    if first in (float, bool, int) and all(type(x) is first for x in seq):
+        if first is int and not all(_INT64[0] <= x <= _INT64[1] for x in seq):
+            return None
+        dtype = {float: np.float64, bool: np.bool_, int: np.int64}[first]
+        node = w.array(np.array(seq, dtype=dtype))
+        node.update(t="packed", kind=kind, item=first.__name__)
+        return node
+    if first is tuple:
+        # records of one length (a block's retained draws: (basis, W draw) pairs): stored
+        # by position, each position's items a list that packs in its turn
+        width = len(seq[0])
+        if width == 0 or not all(type(x) is tuple and len(x) == width for x in seq):
+            return None
+        return {"t": "zip", "kind": kind, "n": len(seq),
+                "columns": [encode(list(col), w) for col in zip(*seq)]}
+    if first is np.ndarray:
+        a0 = seq[0]
+        if not _dtype_ok(a0.dtype) or not all(
+                type(x) is np.ndarray and x.dtype == a0.dtype and x.shape == a0.shape
+                for x in seq):
+            return None
+        node = w.array(np.stack(seq))
+        node.update(t="packed", kind=kind, item="ndarray")
+        return node
+    return None
+
+
 def encode(obj, w: _Writer):
     """The JSON tree of ``obj`` (arrays go to ``w``)."""
     _register_defaults()
@@ -163,6 +212,9 @@ def encode(obj, w: _Writer):
         return {"t": "set" if isinstance(obj, set) else "frozenset",
                 "items": [encode(x, w) for x in obj]}
     if isinstance(obj, (tuple, list)):
+        node = _packed(obj, w) if type(obj) in (tuple, list) else None
+        if node is not None:
+            return node
         return {"t": "tuple" if isinstance(obj, tuple) else "list",
                 "items": [encode(x, w) for x in obj]}
     if isinstance(obj, dict):
@@ -209,6 +261,29 @@ def decode(node, r: _Reader):
             return r.array(node)
         if t == "npscalar":
             return r.array(node)[()]
+        if t == "packed":
+            a = r.array(node)
+            item = node["item"]
+            if item == "ndarray":
+                # each its own fresh array, as the unpacked form gives
+                items = [np.array(x) for x in a]
+            elif item in ("float", "bool", "int") and a.ndim == 1:
+                items = a.tolist()  # Python floats, bools, ints: the same values, exactly
+            else:
+                raise CheckpointError(f"unknown packed item type {item!r} in a checkpoint")
+            if node["kind"] not in ("list", "tuple"):
+                raise CheckpointError(f"unknown packed kind {node['kind']!r} in a checkpoint")
+            return tuple(items) if node["kind"] == "tuple" else items
+        if t == "zip":
+            n = int(node["n"])
+            columns = [decode(c, r) for c in node["columns"]]
+            if not columns or any(type(c) is not list or len(c) != n for c in columns):
+                raise CheckpointError("a checkpoint's zipped list has columns of another "
+                                      "length")
+            if node["kind"] not in ("list", "tuple"):
+                raise CheckpointError(f"unknown packed kind {node['kind']!r} in a checkpoint")
+            items = list(zip(*columns))
+            return tuple(items) if node["kind"] == "tuple" else items
         if t == "tuple":
             return tuple(decode(x, r) for x in node["items"])
         if t == "list":
@@ -244,11 +319,12 @@ def decode(node, r: _Reader):
     raise CheckpointError(f"unknown node type {t!r} in a checkpoint")
 
 
-def save_state(group, name: str, obj) -> int:
+def save_state(group, name: str, obj, attrs=None) -> int:
     """Write ``obj`` as the subgroup ``name`` of the Zarr ``group``; returns its bytes.
 
     The attributes (with the digests) are written last, so a group without them is an
-    incomplete write.
+    incomplete write. ``attrs``: more attributes of the group, written in the same write
+    (a second write would encode the state's JSON again).
     """
     import zarr
 
@@ -268,8 +344,12 @@ def save_state(group, name: str, obj) -> int:
             arr[:] = data
         buffers[buf] = {"nbytes": n, "blake2b": hashlib.blake2b(data, digest_size=16)
                         .hexdigest()}
-    g.attrs[_ATTR] = {"format": STATE_FORMAT, "version": STATE_VERSION, "tree": tree,
-                      "buffers": buffers}
+    # one metadata write, atomic on a local store (``attrs.update`` writes once per key:
+    # a process killed between two writes would leave ``attrs`` marking a state that is
+    # not there)
+    g.update_attributes({**(attrs or {}), _ATTR: {"format": STATE_FORMAT,
+                                                  "version": STATE_VERSION, "tree": tree,
+                                                  "buffers": buffers}})
     return sum(w.sizes.values())
 
 
@@ -289,9 +369,9 @@ def load_state(group, name: str):
     if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
         raise CheckpointError(f"{name!r} holds no dask_bid state (an incomplete write, or "
                               "the pickled format of older versions, which is never loaded)")
-    if meta.get("version") != STATE_VERSION:
+    if meta.get("version") not in _READS:
         raise CheckpointError(f"{name!r} is state format version {meta.get('version')!r}; "
-                              f"this dask_bid reads version {STATE_VERSION}")
+                              f"this dask_bid reads versions {', '.join(map(str, _READS))}")
     buffers = {}
     try:
         for buf, info in meta["buffers"].items():

@@ -202,14 +202,16 @@ def create_matrix_array(path, shape, dtype, chunks, *, storage_options=None, att
     z = zarr.create_array(store=path, shape=tuple(int(s) for s in shape),
                           chunks=tuple(int(c) for c in chunks), dtype=np.dtype(dtype),
                           overwrite=True, zarr_format=3, storage_options=storage_options,
-                          config={"write_empty_chunks": True})
-    z.attrs.update({**(attrs or {}), ARRAY_ATTR: {"complete": False}})
+                          config={"write_empty_chunks": True},
+                          # marked from its first metadata write: no moment without it
+                          attributes={**(attrs or {}), ARRAY_ATTR: {"complete": False}})
     return z
 
 
 def mark_complete(z, **extra_attrs):
     """Mark an array made by :func:`create_matrix_array` as completely written."""
-    z.attrs.update({**jsonable(extra_attrs), ARRAY_ATTR: {"complete": True}})
+    # one metadata write (``attrs.update`` writes once per key)
+    z.update_attributes({**jsonable(extra_attrs), ARRAY_ATTR: {"complete": True}})
 
 
 def _norm(path):

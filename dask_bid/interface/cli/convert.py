@@ -158,11 +158,10 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
         # a refusal (NaN, a bad cell): leave no half-written store that could pass for data
         _remove_store(dst)
         raise
-    z.attrs[MISSING_ATTR] = ({"fill": fill_missing, "n_filled": 0, "n_kept": n_filled}
-                             if fill_missing == KEEP_NAN else
-                             {"fill": fill_missing, "n_filled": n_filled})
-    z.attrs["dask_bid_converted_from"] = stamp
-    mark_complete(z)
+    missing = ({"fill": fill_missing, "n_filled": 0, "n_kept": n_filled}
+               if fill_missing == KEEP_NAN else {"fill": fill_missing, "n_filled": n_filled})
+    # with the completion mark, in one metadata write
+    mark_complete(z, **{MISSING_ATTR: missing, "dask_bid_converted_from": stamp})
     return dst
 
 
