@@ -147,8 +147,11 @@ def test_lost_block_states_are_restored_from_the_checkpoint(store, reference, cl
 
 
 _CHILD_SIGINT = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
     from dask_bid.interface import bayesian_id
+    # as in an interactive session: a suite started in the background (``cmd &`` in a
+    # script) hands its children SIGINT ignored, and then a Ctrl-C could not reach the fit
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     store, out, K = sys.argv[1], sys.argv[2], int(sys.argv[3])
     kw = {kw!r}
     # slow after the checkpoint at 10, so that the parent's Ctrl-C lands mid-chain
