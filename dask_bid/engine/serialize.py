@@ -162,7 +162,7 @@ def _packed(seq, w: _Writer):
         if width == 0 or not all(type(x) is tuple and len(x) == width for x in seq):
             return None
         return {"t": "zip", "kind": kind, "n": len(seq),
-                "columns": [encode(list(col), w) for col in zip(*seq)]}
+                "columns": [encode(list(col), w) for col in zip(*seq, strict=True)]}
     if first is np.ndarray:
         a0 = seq[0]
         if not _dtype_ok(a0.dtype) or not all(
@@ -282,7 +282,7 @@ def decode(node, r: _Reader):
                                       "length")
             if node["kind"] not in ("list", "tuple"):
                 raise CheckpointError(f"unknown packed kind {node['kind']!r} in a checkpoint")
-            items = list(zip(*columns))
+            items = list(zip(*columns, strict=True))
             return tuple(items) if node["kind"] == "tuple" else items
         if t == "tuple":
             return tuple(decode(x, r) for x in node["items"])
