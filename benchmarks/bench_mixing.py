@@ -12,7 +12,8 @@ split R-hat and bulk ESS (``dask_bid.summary``).
 
 Samplers: ``collapsed`` (the default, exact), ``plain`` (Algorithm 1, exact) and the
 paper's aggressive sampler with its settings (``PAPER_SETTINGS``: 500 iterations, burn-in
-100, thin 5). Every run uses its sampler's default number of iterations.
+100, thin 5). Every run uses its sampler's default number of iterations, unless
+``--n-iter`` sets the collapsed runs' (to see how many they need).
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ def main(argv=None):
                     help="copies of every column (2: the paper's preprocessing)")
     ap.add_argument("--starts", nargs="+", default=["random", "default"],
                     help="starts of the collapsed runs: random and/or default")
+    ap.add_argument("--n-iter", type=int, default=None,
+                    help="iterations of the collapsed runs (default: the library's, 1000); "
+                    "the burn-in stays the library's (200)")
     args = ap.parse_args(argv)
     print(f"command: python {' '.join(sys.argv)}")
     print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}")
@@ -84,6 +88,8 @@ def main(argv=None):
                         w = getattr(args, name)
                         if w is not None:
                             kw[name] = w if w == "auto" else int(w)
+                    if args.n_iter is not None:
+                        kw["n_iter"] = args.n_iter
                 est, s, acc, wall, final = run(A, K, kw, args.seed)
                 ess = s["ess_bulk"]
                 rows.append((label, start, est.n_iter, s["r_hat"].iloc[0], ess.iloc[0],
