@@ -271,19 +271,14 @@ def decode(node, r: _Reader):
                 items = a.tolist()  # Python floats, bools, ints: the same values, exactly
             else:
                 raise CheckpointError(f"unknown packed item type {item!r} in a checkpoint")
-            if node["kind"] not in ("list", "tuple"):
-                raise CheckpointError(f"unknown packed kind {node['kind']!r} in a checkpoint")
-            return tuple(items) if node["kind"] == "tuple" else items
+            return _sequence(node, items)
         if t == "zip":
             n = int(node["n"])
             columns = [decode(c, r) for c in node["columns"]]
             if not columns or any(type(c) is not list or len(c) != n for c in columns):
                 raise CheckpointError("a checkpoint's zipped list has columns of another "
                                       "length")
-            if node["kind"] not in ("list", "tuple"):
-                raise CheckpointError(f"unknown packed kind {node['kind']!r} in a checkpoint")
-            items = list(zip(*columns, strict=True))
-            return tuple(items) if node["kind"] == "tuple" else items
+            return _sequence(node, list(zip(*columns, strict=True)))
         if t == "tuple":
             return tuple(decode(x, r) for x in node["items"])
         if t == "list":
@@ -317,6 +312,14 @@ def decode(node, r: _Reader):
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"malformed checkpoint ({type(exc).__name__}: {exc})") from exc
     raise CheckpointError(f"unknown node type {t!r} in a checkpoint")
+
+
+def _sequence(node, items: list):
+    """``items`` as the list or tuple a packed or zipped ``node`` says it was."""
+    kind = node["kind"]
+    if kind not in ("list", "tuple"):
+        raise CheckpointError(f"unknown packed kind {kind!r} in a checkpoint")
+    return tuple(items) if kind == "tuple" else items
 
 
 def save_state(group, name: str, obj, attrs=None) -> int:
