@@ -25,6 +25,7 @@ __all__ = [
     "OutputLockedError",
     "FitFailedError",
     "StoreAccessError",
+    "ConvergenceWarning",
 ]
 
 
@@ -102,3 +103,9 @@ class VersionMismatchError(DaskBidError, RuntimeError):
 
 class StoreAccessError(DaskBidError, PermissionError):
     """An object store (or file system) refused access: bad credentials or no permission."""
+
+
+class ConvergenceWarning(UserWarning):
+    """The chains of an exact sampler failed the convergence check (split R-hat above
+    1.01 or bulk ESS below 100 per chain, for sigma^2 or the SSE): the posterior
+    summaries of the fit are not yet to be trusted. See ``BIDResult.convergence()``."""

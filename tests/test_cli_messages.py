@@ -343,6 +343,28 @@ def test_warnings_are_one_line_and_quiet_silences_them(tmp_path, capsys):
     assert cap.err == "" and cap.out == ""
 
 
+@pytest.mark.filterwarnings("default::dask_bid.ConvergenceWarning")
+def test_a_fit_that_has_not_converged_says_so_in_one_line(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "a.npy", rng.standard_normal((40, 12)))
+    args = ["fit", str(tmp_path / "a.npy"), "--k", "3", "--n-chains", "2", *FAST]
+    assert main([*args, "--out", str(tmp_path / "r.zarr")]) == 0
+    cap = capsys.readouterr()
+    warn = [ln for ln in cap.err.replace("\r", "\n").splitlines() if "warning" in ln]
+    assert len(warn) == 1, cap.err
+    assert re.fullmatch(r"dask-bid: warning: the 2 chains have not converged \(.*\): the "
+                        r"inclusion probabilities, .* run longer \(--n-iter\) or see "
+                        r"docs/diagnostics.md, 'Convergence'", warn[0]), warn[0]
+    line = [ln for ln in cap.out.splitlines() if ln.startswith("convergence  ")]
+    assert len(line) == 1 and line[0].endswith("FAILED: not yet posterior summaries")
+    assert "split R-hat" in line[0] and "ESS >= 200" in line[0]
+    # the paper's aggressive sampler is a search: the line says it is not judged
+    assert main([*args, "--sampler", "aggressive", "--out", str(tmp_path / "s.zarr")]) == 0
+    cap = capsys.readouterr()
+    assert "not converged" not in cap.err
+    assert "not judged: this sampler is a search" in cap.out
+
+
 # ----------------------------------------------------------------------------- plot
 
 def test_error_k_refuses_fits_of_different_inputs(tmp_path, capsys):

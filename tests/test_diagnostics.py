@@ -1,5 +1,6 @@
 """ArviZ export and convergence diagnostics (split R-hat, ESS)."""
 
+import re
 import sys
 import warnings
 
@@ -7,7 +8,16 @@ import numpy as np
 import pytest
 from _support import planted
 
-from dask_bid import BayesianID, NotFittedError, bayesian_id, summary, to_inference_data
+from dask_bid import (
+    BayesianID,
+    ConvergenceWarning,
+    NotFittedError,
+    bayesian_id,
+    summary,
+    to_inference_data,
+)
+from dask_bid.engine import convergence as conv
+from dask_bid.engine.convergence import check, ess_bulk, rhat_rank
 from dask_bid.interface.diagnostics import retained_iterations
 
 # one pytest-xdist process runs this module: its module-scoped fixtures are then
@@ -23,8 +33,11 @@ with warnings.catch_warnings():
 def easy():
     """Four chains that all sit on the planted basis: well mixed by construction."""
     A, J = planted(60, 40, 2, 0.3, seed=0)
-    res = bayesian_id(A, 2, n_iter=300, burn_in=50, thin=1, n_chains=4, init="sketch",
-                      random_state=1)
+    with warnings.catch_warnings():
+        # a converged fit of the exact sampler passes its own check: no warning
+        warnings.simplefilter("error", ConvergenceWarning)
+        res = bayesian_id(A, 2, n_iter=300, burn_in=50, thin=1, n_chains=4, init="sketch",
+                          random_state=1)
     assert np.array_equal(res.columns, J)
     assert np.all(res.draws_columns == J)  # every draw of every chain on the same basis
     return res
@@ -176,3 +189,104 @@ def test_clear_error_without_arviz(easy, monkeypatch):
         to_inference_data(easy)
     with pytest.raises(ImportError, match="arviz"):
         summary(easy)
+
+
+# ----------------------------------------------------------------------------- the check
+
+def _ar1(rng, n_chains, n_draws, phi, shift=0.0):
+    x = np.zeros((n_chains, n_draws))
+    e = rng.standard_normal((n_chains, n_draws))
+    x[:, 0] = e[:, 0] / np.sqrt(1 - phi**2)
+    for t in range(1, n_draws):
+        x[:, t] = phi * x[:, t - 1] + e[:, t]
+    return x + shift * np.arange(n_chains)[:, None]
+
+
+@pytest.mark.parametrize("n_chains,n_draws,phi,shift,ties", [
+    (4, 500, 0.0, 0.0, False), (4, 500, 0.9, 0.0, False), (2, 101, 0.5, 0.0, False),
+    (3, 40, -0.4, 0.0, False), (4, 300, 0.7, 2.0, False), (4, 200, 0.3, 0.0, True),
+    (1, 200, 0.6, 0.0, False), (4, 7, 0.2, 0.0, False)])
+def test_the_numpy_statistics_equal_arviz(n_chains, n_draws, phi, shift, ties):
+    x = _ar1(np.random.default_rng(n_draws), n_chains, n_draws, phi, shift)
+    if ties:
+        x = np.round(x)  # many equal values: average ranks
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = float(az.rhat(x, method="rank")) if n_chains > 1 else np.nan
+        e = float(az.ess(x, method="bulk"))
+    np.testing.assert_allclose(rhat_rank(x), r, rtol=1e-12)
+    np.testing.assert_allclose(ess_bulk(x), e, rtol=1e-12)
+
+
+def test_the_statistics_match_their_theory():
+    rng = np.random.default_rng(7)
+    # independent draws of one distribution: R-hat - 1 is O(1/n) and ESS about the
+    # number of draws; ESS of AR(1) draws is n (1 - phi) / (1 + phi) (within 15 %, some
+    # 5 standard errors of the estimate at this length)
+    x = _ar1(rng, 4, 2000, 0.0)
+    assert rhat_rank(x) < 1.005
+    assert ess_bulk(x) == pytest.approx(8000, rel=0.1)
+    x = _ar1(rng, 4, 4000, 0.8)
+    assert ess_bulk(x) == pytest.approx(16000 * 0.2 / 1.8, rel=0.15)
+    # chains whose levels differ by one within-chain sd: between-chain variance shows
+    assert rhat_rank(_ar1(rng, 4, 2000, 0.0, shift=1.0)) > 1.2
+    # every chain drifting the same way: only the split into halves sees it (R-hat of
+    # the unsplit chains is 1 up to noise), the case the split exists for
+    drift = _ar1(rng, 4, 1000, 0.0) + np.linspace(0.0, 3.0, 1000)
+    assert rhat_rank(drift) > 1.2
+    assert conv._rhat(conv._z_scale(drift)) < 1.01
+
+
+def test_the_verdict_and_its_thresholds():
+    rng = np.random.default_rng(3)
+    good = check(rng.gamma(50, 1 / 50, (4, 400)), rng.normal(100, 1, (4, 400)))
+    assert good.converged and good.problems == () and good.message() == ""
+    assert good.n_chains == 4 and good.n_draws == 400
+    # ESS wanted: 100 per chain. One chain (no R-hat) of independent draws: 300 pass,
+    # 50 fail (ESS about 50, far from 100: its sd is about 7 at this length)
+    one = check(rng.normal(size=(1, 300)), rng.normal(size=(1, 300)))
+    assert one.converged and np.isnan(one.r_hat_sigma2)
+    few = check(rng.normal(size=(1, 50)), rng.normal(size=(1, 50)))
+    assert not few.converged and len(few.problems) == 1
+    assert re.fullmatch(r"bulk ESS \d+ \(sigma2\), \d+ \(SSE\) < 100", few.problems[0])
+    assert few.message().startswith("the chain has not converged (bulk ESS")
+    # R-hat wanted <= 1.01: a chain on another level fails it (one statistic only)
+    s2 = rng.normal(size=(4, 400))
+    sse = rng.normal(size=(4, 400))
+    sse[0] += 1.0
+    bad = check(s2, sse)
+    assert not bad.converged
+    assert bad.problems[0].startswith("split R-hat ") and "(SSE)" in bad.problems[0]
+    assert "(sigma2)" not in bad.problems[0]
+    assert bad.message().startswith("the 4 chains have not converged (split R-hat")
+    assert not check(np.ones((2, 3)), np.ones((2, 3))).converged  # too few to judge
+
+
+def test_a_fit_that_has_not_converged_warns_and_says_so(apart):
+    A, _ = planted(60, 40, 2, 0.3, seed=0)
+    with pytest.warns(ConvergenceWarning, match=r"the 4 chains have not converged \(split "
+                      r"R-hat .* > 1.01; bulk ESS .* < 400\): the inclusion probabilities"):
+        est = BayesianID(2, n_iter=30, burn_in=10, thin=1, n_chains=4, init="random",
+                         random_state=0).fit(A)
+    c = est.convergence_
+    assert not c.converged
+    # the same numbers as ArviZ's, from the estimator and from the result
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert c.r_hat_sse == pytest.approx(float(az.rhat(est.result_.draws_sse,
+                                                           method="rank")), rel=1e-12)
+    assert c == apart.convergence()  # the fixture is the same fit
+
+
+def test_a_converged_fit_passes_its_check(easy):
+    c = easy.convergence()  # and the fixture's fit emitted no ConvergenceWarning
+    assert c.converged and c.r_hat_sigma2 <= 1.01 and c.ess_bulk_sigma2 >= 400
+
+
+def test_searches_are_not_judged():
+    A, _ = planted(60, 40, 2, 0.3, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = BayesianID(2, sampler="search", n_iter=30, burn_in=10, thin=1, n_chains=4,
+                         init="random", random_state=0).fit(A)
+    assert not est.convergence_.converged  # computed, but the search is no posterior

@@ -12,6 +12,7 @@ from scipy import integrate, stats
 from dask_bid.engine.chain import (
     ClientState,  # noqa: F401  (the state ``step`` advances)
     _in_span,
+    _in_span_many,
     _pivot_geometry,
     initial_state,
     step,
@@ -208,6 +209,19 @@ def test_random_start_of_the_exact_sampler_is_full_rank():
             n_deficient[sampler] += not _full_rank(st.G)
     assert n_deficient["collapsed"] == 0
     assert n_deficient["aggressive"] > 0  # the paper's random start is left as it was
+
+
+def test_the_span_test_of_many_columns_is_the_one_column_test():
+    """The collapsed move tests all its candidates with one pseudo-inverse: the same
+    answer, and the same floats, as one test per column."""
+    A = _duplicated()
+    J = np.array([0, 3, 5, 9])
+    G = A[:, J].T @ A[:, J]
+    cols = [(A[:, J].T @ A[:, u], float(A[:, u] @ A[:, u])) for u in range(A.shape[1])]
+    for k in range(len(J)):
+        many = _in_span_many(G, k, cols)
+        assert many == [_in_span(G, k, c, sq) for c, sq in cols]
+        assert sum(many) >= 3  # the copies of the other three basis columns
 
 
 def test_tempered_warmup_never_enters_a_rank_deficient_basis():

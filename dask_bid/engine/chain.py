@@ -520,7 +520,7 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
     st.cand_pos = pos
     cols = _columns(backend, st, S)
     g_rows = np.stack([proposal_gram(st.G, k, c, sq)[1] for c, sq in cols])
-    bad = [cfg.avoid_degenerate and _in_span(st.G, k, c, sq) for c, sq in cols]
+    bad = _in_span_many(st.G, k, cols) if cfg.avoid_degenerate else [False] * len(cols)
     ctx = StepContext(entropy=entropy, chain=chain, iteration=t, priors=pri,
                       sigma2=st.sigma2, G=st.G, p=k, J=st.J, cands=tuple(int(u) for u in S),
                       g_rows=g_rows)
@@ -553,6 +553,19 @@ def _in_span(G, k, gcol, squ, rtol=1e-8):
     g = np.asarray(gcol, dtype=np.float64)[idx]
     res = squ - g @ pinv_sym(G[np.ix_(idx, idx)]) @ g
     return bool(res <= rtol * squ)
+
+
+def _in_span_many(G, k, cols, rtol=1e-8):
+    """:func:`_in_span` of every (``gcol``, ``squ``) in ``cols``, with one pseudo-inverse
+    (the same floats: it depends on G and k only; once per column made ``n_tries="all"``
+    cost a K x K pseudo-inverse per column of A in every warm-up iteration)."""
+    idx = [i for i in range(G.shape[0]) if i != k]
+    P = pinv_sym(G[np.ix_(idx, idx)])
+    out = []
+    for gcol, squ in cols:
+        g = np.asarray(gcol, dtype=np.float64)[idx]
+        out.append(bool(squ - g @ P @ g <= rtol * squ))
+    return out
 
 
 def _pivot_geometry(G, k, gcol, squ, p, u):

@@ -85,6 +85,16 @@ class BIDResult:
     def n_chains(self) -> int:
         return self.trace.shape[0]
 
+    def convergence(self, **kwargs):
+        """Split R-hat and bulk ESS of the retained sigma^2 and SSE draws, and whether
+        they pass (R-hat <= 1.01 with 2+ chains, bulk ESS >= 100 per chain); numpy only.
+
+        See :func:`dask_bid.engine.convergence.check` (``kwargs`` go to it).
+        """
+        from .convergence import check
+
+        return check(self.draws_sigma2, self.draws_sse, **kwargs)
+
     def to_inference_data(self):
         """The retained draws as an ``arviz.InferenceData`` (needs the ``arviz`` extra).
 

@@ -6,15 +6,21 @@ their protocol (``posterior``, ``traces``, ``init_blocks`` for refinement).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from .._errors import ParameterError
+from .._errors import ConvergenceWarning, ParameterError
 from .chain import ChainConfig, lstsq_estimate, map_estimate, refine
 from .result import TRACE_DTYPE, BIDResult
 
 __all__ = ["chain_config", "summarise", "versions", "SAMPLER_MOVES", "n_tries_for",
            "n_candidates_for", "candidate_row_bytes", "cluster_memory", "candidate_memory",
-           "pool_for", "POOL_MIN_COLUMNS", "POOL_SIZE", "POOL_DRAWS"]
+           "pool_for", "POOL_MIN_COLUMNS", "POOL_SIZE", "POOL_DRAWS", "EXACT_SAMPLERS"]
+
+#: the samplers whose chains target the posterior p(J, W, sigma^2 | A); a fit of one of
+#: them checks its chains' convergence and warns when they fail
+EXACT_SAMPLERS = ("collapsed", "plain")
 
 
 def versions():
@@ -313,7 +319,7 @@ def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=Non
     params["bounds"] = [a, b]
     params["entropy"] = str(entropy)
     params["versions"] = versions()
-    return BIDResult(
+    res = BIDResult(
         columns=cols, components=W, components_sd=sd, sigma2=float(ds2.mean()),
         inclusion_probability=incl, trace=trace, draws_columns=dJ, draws_sigma2=ds2,
         draws_sse=dsse, n_draws_point=int(n_tot), mse=sse_all / n_entries,
@@ -322,3 +328,9 @@ def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=Non
         n_passes=sum(o.state.n_passes for o in outputs),
         elapsed=sum(o.state.elapsed for o in outputs), n_samples=M, n_features=N,
         params=params, draws_w=draws_w)
+    if p["sampler"] in EXACT_SAMPLERS:
+        # the other samplers are searches: their R-hat describes the search (docs/model.md)
+        conv = res.convergence()
+        if not conv.converged:
+            warnings.warn(conv.message(), ConvergenceWarning, stacklevel=2)
+    return res

@@ -217,6 +217,11 @@ class BayesianID:
         frequency of the search otherwise.
     trace_ : structured ndarray (n_chains, n_iter)
         Fields ``mse``, ``sigma2``, ``accepted``, ``accept_prob`` per iteration.
+    convergence_ : Convergence
+        Split R-hat and bulk ESS of the retained sigma^2 and SSE draws and the verdict
+        (``converged``: R-hat <= 1.01 with 2+ chains, bulk ESS >= 100 per chain;
+        ``problems``). A fit of an exact sampler that fails it warns
+        (``ConvergenceWarning``); docs/diagnostics.md, "Convergence".
     mse_ : float
         ||A - A[:, J] W||^2 / (M N) of the point estimate, computed directly.
     n_features_in_ : int
@@ -360,6 +365,7 @@ class BayesianID:
         self.sigma2_ = res.sigma2
         self.inclusion_probability_ = res.inclusion_probability
         self.trace_ = res.trace
+        self.convergence_ = res.convergence()
         self.mse_ = res.mse
         self.mse_observed_ = res.mse_observed
         self.max_abs_w_ = res.max_abs_w

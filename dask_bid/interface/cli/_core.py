@@ -122,8 +122,14 @@ def warning_lines(quiet=False, file=None):
     ``--quiet``); library chatter (Dask, ArviZ) is dropped by :func:`quiet_libraries`."""
     def show(message, category, filename, lineno, file_=None, line=None):
         if not quiet:
-            print(f"{PROG}: warning: {cli_words(one_line(message))}",
-                  file=file if file is not None else sys.stderr)
+            text = f"{PROG}: warning: {cli_words(one_line(message))}"
+            if file is not None:
+                print(text, file=file)
+                return
+            # through tqdm, which lifts an open progress bar off the line first
+            from tqdm import tqdm
+
+            tqdm.write(text, file=sys.stderr)
 
     old = warnings.showwarning
     warnings.showwarning = show

@@ -6,7 +6,7 @@ import numpy as np
 
 from ._core import fmt_g, sampler_label, short_list
 
-__all__ = ["result_lines", "accepted_line", "chain_time_line"]
+__all__ = ["result_lines", "accepted_line", "chain_time_line", "convergence_line"]
 
 
 def accepted_line(share) -> str:
@@ -21,6 +21,22 @@ def chain_time_line(seconds, n_chains) -> str:
     time for what the run took)."""
     per = "" if n_chains == 1 else f", summed over {n_chains} chains"
     return f"chain time   {seconds:.1f} s sampling{per}"
+
+
+def convergence_line(res) -> str:
+    """Split R-hat and bulk ESS of sigma2 and the SSE, and the verdict of the check."""
+    from ...engine.convergence import ESS_PER_CHAIN_MIN, RHAT_MAX
+    from ...engine.summary import EXACT_SAMPLERS
+
+    c = res.convergence()
+    r = ("" if c.n_chains < 2 else
+         f"split R-hat {c.r_hat_sigma2:.3f} (sigma2), {c.r_hat_sse:.3f} (SSE); ")
+    verdict = ("passed" if c.converged else "FAILED: not yet posterior summaries")
+    if res.params.get("sampler") not in EXACT_SAMPLERS:
+        verdict = "not judged: this sampler is a search, not a posterior sampler"
+    return (f"convergence  {r}bulk ESS {c.ess_bulk_sigma2:.0f}, {c.ess_bulk_sse:.0f} "
+            f"(wanted: R-hat <= {RHAT_MAX}, ESS >= {ESS_PER_CHAIN_MIN * max(c.n_chains, 1)}): "
+            f"{verdict}")
 
 
 def result_lines(res, *, planted=None) -> list[str]:
@@ -45,6 +61,7 @@ def result_lines(res, *, planted=None) -> list[str]:
         f"max|W|       {fmt_g(res.max_abs_w)}"
         + (f"  (off the basis: {fmt_g(off)})" if off is not None else ""),
         accepted_line(float(np.mean(res.trace["accepted"]))),
+        convergence_line(res),
         chain_time_line(res.elapsed, n_chains),
     ]
     if planted is not None:
