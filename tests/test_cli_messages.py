@@ -358,6 +358,11 @@ def test_a_fit_that_has_not_converged_says_so_in_one_line(tmp_path, capsys):
     line = [ln for ln in cap.out.splitlines() if ln.startswith("convergence  ")]
     assert len(line) == 1 and line[0].endswith("FAILED: not yet posterior summaries")
     assert "split R-hat" in line[0] and "ESS >= 200" in line[0]
+    # info shows the same numbers, stored with the result
+    assert main(["info", str(tmp_path / "r.zarr")]) == 0
+    check = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  check  ")]
+    assert len(check) == 1 and check[0].split("check", 1)[1].strip() == \
+        line[0].split("convergence", 1)[1].strip()
     # the paper's aggressive sampler is a search: the line says it is not judged
     assert main([*args, "--sampler", "aggressive", "--out", str(tmp_path / "s.zarr")]) == 0
     cap = capsys.readouterr()

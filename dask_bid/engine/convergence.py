@@ -127,6 +127,13 @@ class Convergence(NamedTuple):
     converged: bool
     problems: tuple[str, ...]
 
+    @classmethod
+    def from_dict(cls, d) -> Convergence:
+        """Back from ``_asdict()`` stored as JSON (NaN stored as the string "nan")."""
+        return cls(int(d["n_chains"]), int(d["n_draws"]), *(float(d[k]) for k in (
+            "r_hat_sigma2", "r_hat_sse", "ess_bulk_sigma2", "ess_bulk_sse")),
+            bool(d["converged"]), tuple(d["problems"]))
+
     def message(self) -> str:
         """One line: what failed, what it means and what to do (empty if converged)."""
         if self.converged:

@@ -471,6 +471,8 @@ def write_result(group, res, *, w_chunk_cols=None, extra_attrs=None):
         "mse_observed": res.mse_observed, "max_abs_w": res.max_abs_w,
         "n_passes": res.n_passes, "elapsed": res.elapsed, "n_samples": res.n_samples,
         "n_features": res.n_features,
+        # the convergence check's numbers, so that ``info`` shows them without the draws
+        "convergence": res.convergence()._asdict(),
     }
     meta = dict(group.attrs.get("dask_bid", {}))
     meta.update({"format_version": FORMAT_VERSION, "result_params": jsonable(res.params),

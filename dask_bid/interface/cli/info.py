@@ -262,6 +262,12 @@ def info_lines(info) -> list[str]:
             lines.append(f"  max|W|     {fmt_g(s.get('max_abs_w'))}")
             lines.append(f"  draws      {s.get('n_draws_point')} retained draws with the "
                          "reported basis")
+            if s.get("convergence"):  # results written before it have none
+                from ...engine.convergence import Convergence
+                from .report import convergence_line
+
+                lines.append(convergence_line(Convergence.from_dict(s["convergence"]),
+                                              p.get("sampler"), label="  check      "))
             lines.append(f"  time       {fmt_g(s.get('elapsed'))} s sampling, summed over the "
                          "chains")
         other = {k: v for k, v in p.items() if k not in (

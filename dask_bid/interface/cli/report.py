@@ -23,18 +23,19 @@ def chain_time_line(seconds, n_chains) -> str:
     return f"chain time   {seconds:.1f} s sampling{per}"
 
 
-def convergence_line(res) -> str:
-    """Split R-hat and bulk ESS of sigma2 and the SSE, and the verdict of the check."""
+def convergence_line(conv, sampler, label="convergence  ") -> str:
+    """Split R-hat and bulk ESS of sigma2 and the SSE (a ``Convergence``), and the verdict
+    of the check (not judged for the search samplers)."""
     from ...engine.convergence import ESS_PER_CHAIN_MIN, RHAT_MAX
     from ...engine.summary import EXACT_SAMPLERS
 
-    c = res.convergence()
+    c = conv
     r = ("" if c.n_chains < 2 else
          f"split R-hat {c.r_hat_sigma2:.3f} (sigma2), {c.r_hat_sse:.3f} (SSE); ")
     verdict = ("passed" if c.converged else "FAILED: not yet posterior summaries")
-    if res.params.get("sampler") not in EXACT_SAMPLERS:
+    if sampler not in EXACT_SAMPLERS:
         verdict = "not judged: this sampler is a search, not a posterior sampler"
-    return (f"convergence  {r}bulk ESS {c.ess_bulk_sigma2:.0f}, {c.ess_bulk_sse:.0f} "
+    return (f"{label}{r}bulk ESS {c.ess_bulk_sigma2:.0f}, {c.ess_bulk_sse:.0f} "
             f"(wanted: R-hat <= {RHAT_MAX}, ESS >= {ESS_PER_CHAIN_MIN * max(c.n_chains, 1)}): "
             f"{verdict}")
 
@@ -61,7 +62,7 @@ def result_lines(res, *, planted=None) -> list[str]:
         f"max|W|       {fmt_g(res.max_abs_w)}"
         + (f"  (off the basis: {fmt_g(off)})" if off is not None else ""),
         accepted_line(float(np.mean(res.trace["accepted"]))),
-        convergence_line(res),
+        convergence_line(res.convergence(), p.get("sampler")),
         chain_time_line(res.elapsed, n_chains),
     ]
     if planted is not None:
