@@ -67,7 +67,10 @@ def main(argv=None):
                     help="starts of the collapsed runs: random and/or default")
     ap.add_argument("--n-iter", type=int, default=None,
                     help="iterations of the collapsed runs (default: the library's, 1000); "
-                    "the burn-in stays the library's (200)")
+                    "the burn-in stays the library's (200) unless --burn-in")
+    ap.add_argument("--burn-in", type=int, default=None,
+                    help="burn-in of the collapsed runs (default: the library's, 200); a "
+                    "tempered warm-up is at most the burn-in")
     args = ap.parse_args(argv)
     print(f"command: python {' '.join(sys.argv)}")
     print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}")
@@ -90,6 +93,8 @@ def main(argv=None):
                             kw[name] = w if w == "auto" else int(w)
                     if args.n_iter is not None:
                         kw["n_iter"] = args.n_iter
+                    if args.burn_in is not None:
+                        kw["burn_in"] = args.burn_in
                 est, s, acc, wall, final = run(A, K, kw, args.seed)
                 ess = s["ess_bulk"]
                 rows.append((label, start, est.n_iter, s["r_hat"].iloc[0], ess.iloc[0],
@@ -97,6 +102,12 @@ def main(argv=None):
                              float(ess.min() / wall), est.mse_,
                              [round(float(x), 4) for x in final]))
                 print(f"  {label:17s} start={start:8s} done in {wall:.1f} s", flush=True)
+                # how far apart the chains ended: columns shared by each pair of last bases
+                last = [set(map(int, b)) for b in est.result_.draws_columns[:, -1]]
+                shared = [len(last[i] & last[j]) for i in range(len(last))
+                          for j in range(i + 1, len(last))]
+                print(f"    columns shared by the chains' last bases, pair by pair: {shared} "
+                      f"of {K}; {est.convergence_.problems or 'converged'}", flush=True)
         print("\n| sampler | start | n_iter | R-hat sigma2 | ESS sigma2 | R-hat SSE | ESS SSE "
               "| acceptance | wall (s) | min ESS / s | reported MSE | last MSE per chain |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")

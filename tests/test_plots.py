@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import warnings
 
 import matplotlib
 
@@ -14,6 +15,7 @@ from _support import planted  # noqa: E402
 
 from dask_bid import (  # noqa: E402
     BayesianID,
+    ConvergenceWarning,
     ParameterError,
     RandomizedID,
     bayesian_id,
@@ -137,8 +139,15 @@ def test_inclusion_heights_are_the_probabilities(fit, tmp_path):
 def test_error_vs_k_from_results_and_from_a_grid(fit, tmp_path):
     A, _, _ = fit
     ks = [1, 2, 3, 4]
-    fits = fit_k_grid(A, ks, n_iter=40, burn_in=10, thin=2, init="sketch")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fits = fit_k_grid(A, ks, n_iter=40, burn_in=10, thin=2, init="sketch")
     assert len(fits) == 2 * len(ks)
+    # 15 draws a chain cannot pass the check (ESS >= 100): one warning names every K
+    conv = [str(w.message) for w in seen if issubclass(w.category, ConvergenceWarning)]
+    assert conv == ["4 of the 4 fits of the grid did not pass the convergence check "
+                    "(K = 1, 2, 3, 4): their error is that of the best basis visited, but "
+                    "their posterior summaries are not to be trusted (longer chains: n_iter)"]
     ax = plot_error_vs_k(fits)
     lines = {ln.get_label(): ln for ln in ax.get_lines()}
     assert set(lines) == {"GBT", "RID"}

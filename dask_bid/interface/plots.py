@@ -319,6 +319,11 @@ def fit_k_grid(A, k_values, *, baseline="randomized", random_state=0, **params):
     -------
     list
         The BIDResults, then the fitted baselines.
+
+    Warns
+    -----
+    ConvergenceWarning
+        Once for the grid, naming the K whose chains failed the convergence check.
     """
     from .._errors import ParameterError
     from .functional import bayesian_id
@@ -326,7 +331,27 @@ def fit_k_grid(A, k_values, *, baseline="randomized", random_state=0, **params):
     ks = [int(k) for k in k_values]
     if not ks:
         raise ParameterError("k_values is empty: give the ranks K to fit, e.g. [2, 4, 8].")
-    out = [bayesian_id(A, k, random_state=random_state, **params) for k in ks]
+    import warnings
+
+    from .._errors import ConvergenceWarning
+    from ..engine.summary import EXACT_SAMPLERS
+
+    out, failed = [], []
+    for k in ks:
+        # one warning for the grid, not one per fit: the curve uses each fit's reported
+        # basis (the best one visited), which does not need the chain to have converged
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            res = bayesian_id(A, k, random_state=random_state, **params)
+        out.append(res)
+        if res.params.get("sampler") in EXACT_SAMPLERS and not res.convergence().converged:
+            failed.append(k)
+    if failed:
+        warnings.warn(
+            f"{len(failed)} of the {len(ks)} fits of the grid did not pass the convergence "
+            f"check (K = {', '.join(map(str, failed))}): their error is that of the best "
+            "basis visited, but their posterior summaries are not to be trusted (longer "
+            "chains: n_iter)", ConvergenceWarning, stacklevel=2)
     if baseline is not None:
         from ..baselines import RandomizedID
 
