@@ -87,7 +87,9 @@ def _stdout_gone() -> bool:
             gone = False
     if gone:
         # Python flushes stdout again at exit: /dev/null takes what is left
-        os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)  # fd is the copy that stays open
     return gone
 
 
