@@ -104,10 +104,16 @@ def main(argv=None):
                 print(f"  {label:17s} start={start:8s} done in {wall:.1f} s", flush=True)
                 # how far apart the chains ended: columns shared by each pair of last bases
                 last = [set(map(int, b)) for b in est.result_.draws_columns[:, -1]]
-                shared = [len(last[i] & last[j]) for i in range(len(last))
-                          for j in range(i + 1, len(last))]
+                pairs = [(i, j) for i in range(len(last)) for j in range(i + 1, len(last))]
+                shared = [len(last[i] & last[j]) for i, j in pairs]
+                # every column is there n_copies times (np.tile): a copy of a column is the
+                # same column of the original matrix
+                n0 = A.shape[1] // args.n_copies
+                orig = [{c % n0 for c in b} for b in last]
+                same = [len(orig[i] & orig[j]) for i, j in pairs]
                 print(f"    columns shared by the chains' last bases, pair by pair: {shared} "
-                      f"of {K}; {est.convergence_.problems or 'converged'}", flush=True)
+                      f"of {K} ({same} counting a copy as its column); "
+                      f"{est.convergence_.problems or 'converged'}", flush=True)
         print("\n| sampler | start | n_iter | R-hat sigma2 | ESS sigma2 | R-hat SSE | ESS SSE "
               "| acceptance | wall (s) | min ESS / s | reported MSE | last MSE per chain |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -160,7 +160,7 @@ def check(draws_sigma2, draws_sse, *, rhat_max=RHAT_MAX,
     if n_draws < 4:
         problems.append(f"{n_draws} retained draws per chain, too few to judge")
     else:
-        bad = [f"{r[k]:.3g} ({k})" for k in r if n_chains >= 2 and not r[k] <= rhat_max]
+        bad = [f"{r[k]:.3f} ({k})" for k in r if n_chains >= 2 and not r[k] <= rhat_max]
         if bad:
             problems.append(f"split R-hat {', '.join(bad)} > {rhat_max}")
         need = ess_per_chain_min * n_chains
