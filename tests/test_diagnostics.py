@@ -221,13 +221,15 @@ def test_the_numpy_statistics_equal_arviz(n_chains, n_draws, phi, shift, ties):
 def test_the_statistics_match_their_theory():
     rng = np.random.default_rng(7)
     # independent draws of one distribution: R-hat - 1 is O(1/n) and ESS about the
-    # number of draws; ESS of AR(1) draws is n (1 - phi) / (1 + phi) (within 15 %, some
-    # 5 standard errors of the estimate at this length)
+    # number of draws; ESS of AR(1) draws is n (1 - phi) / (1 + phi). The bounds are about
+    # 4 standard deviations of the estimate at these lengths (measured over 40 seeds: the
+    # ratio to the true ESS has sd 0.036 for independent draws, 0.059 for phi = 0.8; the
+    # largest R-hat of independent draws was 1.0008)
     x = _ar1(rng, 4, 2000, 0.0)
     assert rhat_rank(x) < 1.005
-    assert ess_bulk(x) == pytest.approx(8000, rel=0.1)
+    assert ess_bulk(x) == pytest.approx(8000, rel=0.15)
     x = _ar1(rng, 4, 4000, 0.8)
-    assert ess_bulk(x) == pytest.approx(16000 * 0.2 / 1.8, rel=0.15)
+    assert ess_bulk(x) == pytest.approx(16000 * 0.2 / 1.8, rel=0.25)
     # chains whose levels differ by one within-chain sd: between-chain variance shows
     assert rhat_rank(_ar1(rng, 4, 2000, 0.0, shift=1.0)) > 1.2
     # every chain drifting the same way: only the split into halves sees it (R-hat of
