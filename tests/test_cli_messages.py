@@ -370,6 +370,21 @@ def test_a_fit_that_has_not_converged_says_so_in_one_line(tmp_path, capsys):
     assert "not judged: this sampler is a search" in cap.out
 
 
+def test_the_convergence_line_of_one_chain_says_what_it_could_not_check():
+    from dask_bid.engine.convergence import check
+    from dask_bid.interface.cli.report import convergence_line
+
+    rng = np.random.default_rng(0)
+    one = check(rng.normal(size=(1, 400)), rng.normal(size=(1, 400)))
+    assert one.converged
+    line = convergence_line(one, "collapsed")
+    assert "R-hat" not in line.split("(wanted")[0]  # no R-hat from one chain
+    assert line.endswith("passed (ESS only: compare chains with --n-chains 4)")
+    two = check(rng.normal(size=(2, 400)), rng.normal(size=(2, 400)))
+    assert convergence_line(two, "plain").endswith(": passed")
+    assert convergence_line(two, "search").endswith("not a posterior sampler")
+
+
 # ----------------------------------------------------------------------------- plot
 
 def test_error_k_refuses_fits_of_different_inputs(tmp_path, capsys):
