@@ -314,6 +314,14 @@ def test_info_on_inputs_and_results(data, tmp_path, capsys):
     assert main(["info", "--diagnostics", str(out)]) == 0
     text = capsys.readouterr().out
     assert "r_hat" in text and "ess_bulk" in text
+    # numpy's statistics, printed: the same as ArviZ's (through dask_bid.summary)
+    from dask_bid import summary
+
+    table = summary(est, var_names=["sigma2", "mse"])
+    for name in ("sigma2", "mse"):
+        row = table.loc[name]
+        assert (f"    {name:<7} r_hat {row['r_hat']:.3f}  ess_bulk {row['ess_bulk']:.0f}"
+                f"  ess_tail {row['ess_tail']:.0f}") in text, text
 
 
 def test_plot_command_error_vs_k(data, tmp_path, capsys):

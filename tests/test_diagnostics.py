@@ -17,7 +17,7 @@ from dask_bid import (
     to_inference_data,
 )
 from dask_bid.engine import convergence as conv
-from dask_bid.engine.convergence import check, ess_bulk, rhat_rank
+from dask_bid.engine.convergence import check, ess_bulk, ess_tail, rhat_rank
 from dask_bid.interface.diagnostics import retained_iterations
 
 # one pytest-xdist process runs this module: its module-scoped fixtures are then
@@ -214,8 +214,10 @@ def test_the_numpy_statistics_equal_arviz(n_chains, n_draws, phi, shift, ties):
         warnings.simplefilter("ignore")
         r = float(az.rhat(x, method="rank")) if n_chains > 1 else np.nan
         e = float(az.ess(x, method="bulk"))
+        t = float(az.ess(x, method="tail"))
     np.testing.assert_allclose(rhat_rank(x), r, rtol=1e-12)
     np.testing.assert_allclose(ess_bulk(x), e, rtol=1e-12)
+    np.testing.assert_allclose(ess_tail(x), t, rtol=1e-12)
 
 
 def test_the_statistics_match_their_theory():

@@ -19,7 +19,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import fft, stats
 
-__all__ = ["rhat_rank", "ess_bulk", "check", "Convergence", "RHAT_MAX", "ESS_PER_CHAIN_MIN"]
+__all__ = ["rhat_rank", "ess_bulk", "ess_tail", "check", "Convergence", "RHAT_MAX",
+           "ESS_PER_CHAIN_MIN"]
 
 # Vehtari et al. (2021), section 4: use the draws when R-hat < 1.01 and the bulk ESS is
 # at least 100 per chain (400 for the recommended four chains)
@@ -114,6 +115,16 @@ def ess_bulk(x) -> float:
     if not (x.ndim == 2 and x.shape[1] >= 4 and np.isfinite(x).all()):
         return np.nan
     return _ess(_z_scale(_split(x)))
+
+
+def ess_tail(x, prob=(0.05, 0.95)) -> float:
+    """Tail effective sample size of ``x`` (chains, draws): the smaller ESS of the
+    indicators ``x <= q`` for the 5 % and 95 % quantiles q (R's type 7, numpy's default),
+    as ArviZ's ``ess(method="tail")``. NaN for fewer than 4 draws or a non-finite array."""
+    x = np.asarray(x, dtype=np.float64)
+    if not (x.ndim == 2 and x.shape[1] >= 4 and np.isfinite(x).all()):
+        return np.nan
+    return min(_ess(_split((x <= np.quantile(x, p)).astype(np.float64))) for p in prob)
 
 
 class Convergence(NamedTuple):
