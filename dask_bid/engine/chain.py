@@ -549,16 +549,13 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
 def _in_span(G, k, gcol, squ, rtol=1e-8):
     """Whether column u (``gcol`` = C^T a_u, ``squ`` = ||a_u||^2) lies in the span of
     the basis columns other than slot k: its least-squares residual on them vanishes."""
-    idx = [i for i in range(G.shape[0]) if i != k]
-    g = np.asarray(gcol, dtype=np.float64)[idx]
-    res = squ - g @ pinv_sym(G[np.ix_(idx, idx)]) @ g
-    return bool(res <= rtol * squ)
+    return _in_span_many(G, k, [(gcol, squ)], rtol)[0]
 
 
 def _in_span_many(G, k, cols, rtol=1e-8):
     """:func:`_in_span` of every (``gcol``, ``squ``) in ``cols``, with one pseudo-inverse
-    (the same floats: it depends on G and k only; once per column made ``n_tries="all"``
-    cost a K x K pseudo-inverse per column of A in every warm-up iteration)."""
+    (it depends on G and k only; one per column made ``n_tries="all"`` cost a K x K
+    pseudo-inverse per column of A in every warm-up iteration)."""
     idx = [i for i in range(G.shape[0]) if i != k]
     P = pinv_sym(G[np.ix_(idx, idx)])
     out = []

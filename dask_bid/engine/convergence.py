@@ -48,9 +48,10 @@ def _rhat(x):
     return float(np.sqrt((between / within + n - 1) / n))
 
 
-def _valid(x, min_chains):
+def _valid(x, min_chains, constant_ok=False):
+    # (chains, draws) with enough of both, finite, and (for R-hat) not constant
     return (x.ndim == 2 and x.shape[0] >= min_chains and x.shape[1] >= 4
-            and np.isfinite(x).all() and np.ptp(x) > 0.0)
+            and np.isfinite(x).all() and (constant_ok or np.ptp(x) > 0.0))
 
 
 def rhat_rank(x) -> float:
@@ -112,7 +113,7 @@ def ess_bulk(x) -> float:
     """Bulk effective sample size of ``x`` (chains, draws): the ESS of the rank-
     normalised split chains. NaN for fewer than 4 draws or a non-finite array."""
     x = np.asarray(x, dtype=np.float64)
-    if not (x.ndim == 2 and x.shape[1] >= 4 and np.isfinite(x).all()):
+    if not _valid(x, 1, constant_ok=True):
         return np.nan
     return _ess(_z_scale(_split(x)))
 
@@ -122,7 +123,7 @@ def ess_tail(x, prob=(0.05, 0.95)) -> float:
     indicators ``x <= q`` for the 5 % and 95 % quantiles q (R's type 7, numpy's default),
     as ArviZ's ``ess(method="tail")``. NaN for fewer than 4 draws or a non-finite array."""
     x = np.asarray(x, dtype=np.float64)
-    if not (x.ndim == 2 and x.shape[1] >= 4 and np.isfinite(x).all()):
+    if not _valid(x, 1, constant_ok=True):
         return np.nan
     return min(_ess(_split((x <= np.quantile(x, p)).astype(np.float64))) for p in prob)
 

@@ -16,11 +16,22 @@ from .result import TRACE_DTYPE, BIDResult
 
 __all__ = ["chain_config", "summarise", "versions", "SAMPLER_MOVES", "n_tries_for",
            "n_candidates_for", "candidate_row_bytes", "cluster_memory", "candidate_memory",
-           "pool_for", "POOL_MIN_COLUMNS", "POOL_SIZE", "POOL_DRAWS", "EXACT_SAMPLERS"]
+           "pool_for", "POOL_MIN_COLUMNS", "POOL_SIZE", "POOL_DRAWS", "EXACT_SAMPLERS",
+           "failed_convergence"]
 
 #: the samplers whose chains target the posterior p(J, W, sigma^2 | A); a fit of one of
 #: them checks its chains' convergence and warns when they fail
 EXACT_SAMPLERS = ("collapsed", "plain")
+
+
+def failed_convergence(res):
+    """The ``Convergence`` of a fit of an exact sampler whose chains failed the check;
+    None when they passed, or for the searches (their R-hat describes the search,
+    docs/model.md)."""
+    if res.params.get("sampler") not in EXACT_SAMPLERS:
+        return None
+    conv = res.convergence()
+    return None if conv.converged else conv
 
 
 def versions():
@@ -328,9 +339,7 @@ def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=Non
         n_passes=sum(o.state.n_passes for o in outputs),
         elapsed=sum(o.state.elapsed for o in outputs), n_samples=M, n_features=N,
         params=params, draws_w=draws_w)
-    if p["sampler"] in EXACT_SAMPLERS:
-        # the other samplers are searches: their R-hat describes the search (docs/model.md)
-        conv = res.convergence()
-        if not conv.converged:
-            warnings.warn(conv.message(), ConvergenceWarning, stacklevel=2)
+    conv = failed_convergence(res)
+    if conv is not None:
+        warnings.warn(conv.message(), ConvergenceWarning, stacklevel=2)
     return res

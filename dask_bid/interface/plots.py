@@ -334,7 +334,7 @@ def fit_k_grid(A, k_values, *, baseline="randomized", random_state=0, **params):
     import warnings
 
     from .._errors import ConvergenceWarning
-    from ..engine.summary import EXACT_SAMPLERS
+    from ..engine.summary import failed_convergence
 
     out, failed = [], []
     for k in ks:
@@ -344,7 +344,7 @@ def fit_k_grid(A, k_values, *, baseline="randomized", random_state=0, **params):
             warnings.simplefilter("ignore", ConvergenceWarning)
             res = bayesian_id(A, k, random_state=random_state, **params)
         out.append(res)
-        if res.params.get("sampler") in EXACT_SAMPLERS and not res.convergence().converged:
+        if failed_convergence(res) is not None:
             failed.append(k)
     if failed:
         warnings.warn(
