@@ -73,6 +73,20 @@ def _txt_empty_column(d):
     return d / "in.txt"
 
 
+def _csv_row_numbers(d):
+    # pandas' to_csv of a frame whose index is named: nothing says column 1 is an index
+    A, _ = _planted()
+    rows = "".join(f"{i}," + ",".join(map(repr, map(float, r))) + "\n" for i, r in enumerate(A))
+    (d / "in.csv").write_text("id," + ",".join(f"c{j}" for j in range(A.shape[1])) + "\n"
+                              + rows)
+    return d / "in.csv"
+
+
+def _csv_numeric_names(d):
+    (d / "in.csv").write_text("gene,2001,2002,2003\nTP53,0.5,0.25,1.5\nKRAS,1,2,3\n")
+    return d / "in.csv"
+
+
 def _npy_good(d):
     A, _ = _planted()
     np.save(d / "in.npy", A)
@@ -121,6 +135,12 @@ CASES = [
      ["--missing", "mask"], ["columns [2] (counted from 1)", "no observed entry", "drop them"]),
     ("--fill-missing with a Zarr input", _zarr_good, ["--fill-missing", "zero"],
      ["--fill-missing applies to .npy and text files"]),
+    ("a first column holding the row numbers", _csv_row_numbers, [],
+     ["column 1 of", "row numbers 0, 1, ..., 39", "--row-labels first", "--row-labels none"]),
+    ("line 1: a header or a row?", _csv_numeric_names, [],
+     ["line 1 of", "could be a header", "--header yes or --header no"]),
+    ("--row-labels or --header with a file that is not text", _npy_good,
+     ["--row-labels", "first"], ["--row-labels first applies to text INPUT files"]),
 ]
 
 

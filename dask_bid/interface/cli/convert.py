@@ -16,6 +16,7 @@ from ._core import CLIError, file_suffix, is_url
 from .reading import (
     KEEP_NAN,
     NAN_ADVICE,
+    RowIndexCheck,
     check_text_columns,
     count_rows,
     detect_text_layout,
@@ -37,6 +38,9 @@ CONVERTIBLE_SUFFIXES = (".npy", *TEXT_SUFFIXES)
 #: "n_kept": int}`` (NaN replaced by 0 with --fill-missing zero; NaN kept as the
 #: missing-entry marker with --missing mask).
 MISSING_ATTR = "dask_bid_missing"
+#: Attribute of a store converted from a text file: ``{"header": bool, "row_labels":
+#: bool}``, how the file was read (a store made before it was recorded had no labels).
+LAYOUT_ATTR = "dask_bid_text_layout"
 
 
 def _source_stamp(path):
@@ -46,18 +50,21 @@ def _source_stamp(path):
 
 
 def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
-                    fill_missing=None):
+                    fill_missing=None, row_labels="auto", header="auto"):
     """Convert a ``.npy``, ``.csv``, ``.txt`` or ``.tsv`` matrix to a Zarr v3 array.
 
     The file is streamed in row blocks (a ``.npy`` is memory-mapped), so a matrix larger
-    than memory converts too. Text files may have one header line; empty fields and
-    ``nan`` are missing values (NaN). The sampler has no missing-data model on the command
-    line yet, so a NaN is refused (naming its line and column, before anything is left
-    behind) unless ``fill_missing="zero"`` replaces it by 0 or ``fill_missing="keep"``
-    keeps it (``--missing mask``: NaN marks a missing entry); infinity is always refused.
-    The store records where it came from (attribute ``dask_bid_converted_from``) and how
-    many entries were filled or kept (``dask_bid_missing``): a later call with the same,
-    unchanged source and the same treatment of NaN reuses it instead of converting again.
+    than memory converts too. Text files may have one header line and a first column of
+    row labels, both left out (:func:`~dask_bid.interface.cli.reading.detect_text_layout`
+    finds them; a first column holding the row numbers 0, 1, ... is refused unless
+    ``row_labels`` says what it is). Empty fields and ``nan`` are missing values (NaN).
+    A NaN is refused (naming its line and column, before anything is left behind) unless
+    ``fill_missing="zero"`` replaces it by 0 or ``fill_missing="keep"`` keeps it
+    (``--missing mask``: NaN marks a missing entry); infinity is always refused. The
+    store records where it came from (attribute ``dask_bid_converted_from``), how many
+    entries were filled or kept (``dask_bid_missing``) and how a text file was read
+    (``dask_bid_text_layout``): a later call with the same, unchanged source, the same
+    treatment of NaN and the same reading reuses it instead of converting again.
 
     Parameters
     ----------
@@ -74,6 +81,10 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     fill_missing : {None, "zero", "keep"}
         ``"zero"``: every NaN becomes 0 (the paper's fill for missing entries); ``"keep"``:
         NaN stays, the marker of a missing entry for ``missing="mask"``.
+    row_labels : {"auto", "first", "none"}
+        Text files: whether the first column holds row labels (``--row-labels``).
+    header : {"auto", "yes", "no"}
+        Text files: whether line 1 is a header (``--header``).
 
     Returns
     -------
@@ -89,11 +100,19 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     if not os.path.isfile(src):
         raise StoreNotFoundError(f"no such file: {src!r}")
     stamp = _source_stamp(src)
+    suffix = file_suffix(src)
+    layout = None
+    if suffix in TEXT_SUFFIXES:
+        # read first: a file that cannot be read is refused before anything else
+        layout = detect_text_layout(src, row_labels, header)
+        check_text_columns(src, layout)
     existing = _open_existing(dst)
     if existing is not None:
         if existing.attrs.get("dask_bid_converted_from") == stamp:
             _check_reusable(existing, src, dst, fill_missing, overwrite)
-            if not _needs_reconversion(existing, fill_missing):
+            _check_layout(existing, src, dst, layout, overwrite)
+            if not (_needs_reconversion(existing, fill_missing)
+                    or _layout_differs(existing, layout)):
                 if not quiet:
                     print(f"reusing {dst} (already converted from {src})", file=sys.stderr)
                 return dst
@@ -101,7 +120,6 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
             raise OutputExistsError(
                 f"{dst!r} exists and was not converted from this version of {src!r}; pass "
                 "--overwrite to replace it.")
-    suffix = file_suffix(src)
     if suffix == ".npy":
         arr = open_npy(src)
         if arr.ndim != 2:
@@ -114,8 +132,6 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
         dtype = check_float_dtype(arr.dtype)
         shape = arr.shape
     elif suffix in TEXT_SUFFIXES:
-        layout = detect_text_layout(src)
-        check_text_columns(src, layout)
         shape = (count_rows(src, layout.header), layout.n_cols)
         dtype = np.dtype(np.float64)
     else:
@@ -136,20 +152,25 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
               else iter_text_blocks(src, layout, rows_per_write))
     n_filled = 0
     observed = np.zeros(shape[1], dtype=np.int64)
+    index = RowIndexCheck(layout, row_labels)
+    label_cols = int(layout is not None and layout.row_labels)
     try:
         with tqdm(total=shape[0], desc=f"converting {os.path.basename(src)}", unit="row",
                   disable=quiet, file=sys.stderr, dynamic_ncols=True) as bar:
             for r0, block, lines in blocks:
-                block, n = finite_or_filled(block, src, r0, lines, fill_missing)
+                block, n = finite_or_filled(block, src, r0, lines, fill_missing,
+                                            label_cols=label_cols)
+                index.update(r0, block)
                 n_filled += n
                 if fill_missing == KEEP_NAN:
                     observed += np.count_nonzero(~np.isnan(block), axis=0)
                 z[r0:r0 + block.shape[0]] = block
                 bar.update(block.shape[0])
+        index.check(src)
         if fill_missing == KEEP_NAN and not observed.all():
             # found here, before the fit creates OUT: the masked model needs one each
             base = 0 if suffix == ".npy" else 1
-            cols = (np.flatnonzero(observed == 0) + base)[:5].tolist()
+            cols = (np.flatnonzero(observed == 0) + base + label_cols)[:5].tolist()
             raise CLIError(
                 f"columns {cols} (counted from {base}) of {src!r} have no observed entry "
                 "(all NaN); --missing mask fits each column from its observed entries: "
@@ -160,8 +181,10 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
         raise
     missing = ({"fill": fill_missing, "n_filled": 0, "n_kept": n_filled}
                if fill_missing == KEEP_NAN else {"fill": fill_missing, "n_filled": n_filled})
+    more = {} if layout is None else {
+        LAYOUT_ATTR: {"header": bool(layout.header), "row_labels": bool(layout.row_labels)}}
     # with the completion mark, in one metadata write
-    mark_complete(z, **{MISSING_ATTR: missing, "dask_bid_converted_from": stamp})
+    mark_complete(z, **{MISSING_ATTR: missing, "dask_bid_converted_from": stamp, **more})
     return dst
 
 
@@ -195,6 +218,35 @@ def _check_reusable(existing, src, dst, fill_missing, overwrite):
         f"{dst!r} was converted from {src!r} with {_treatment(fill)}, and this fit asks for "
         f"{_treatment(fill_missing)}: pass --overwrite to convert it again, or the same "
         "option as before.")
+
+
+def _stored_layout(existing):
+    # a store converted before the layout was recorded read every column as data
+    got = existing.attrs.get(LAYOUT_ATTR) or {}
+    return bool(got.get("row_labels", False)), got.get("header")
+
+
+def _layout_differs(existing, layout) -> bool:
+    if layout is None:
+        return False
+    labels, header = _stored_layout(existing)
+    return labels != layout.row_labels or (header is not None and header != layout.header)
+
+
+def _check_layout(existing, src, dst, layout, overwrite):
+    """Refuse to reuse a conversion that read the file otherwise than this call reads it
+    (another --row-labels or --header; ``--overwrite`` converts again)."""
+    if overwrite or not _layout_differs(existing, layout):
+        return
+    labels, header = _stored_layout(existing)
+
+    def says(lab, head):
+        return (("with" if lab else "without") + " a column of row labels"
+                + ("" if head is None else (", with" if head else ", without") + " a header"))
+
+    raise CLIError(f"{dst!r} was converted from {src!r} read {says(labels, header)}, and this "
+                   f"call reads it {says(layout.row_labels, layout.header)}: pass --overwrite "
+                   "to convert it again, or the same --row-labels / --header as before.")
 
 
 def _treatment(fill) -> str:
@@ -247,9 +299,9 @@ def converted_path(input_path, out):
     return join(parent, f"{name}.zarr")
 
 
-def load_in_memory(path, fill_missing=None):
-    """A .npy / text matrix as a numpy array, for the baselines (NaN checked as in
-    :func:`convert_to_zarr`)."""
+def load_in_memory(path, fill_missing=None, row_labels="auto", header="auto"):
+    """A .npy / text matrix as a numpy array, for the baselines (NaN, row labels and the
+    header as in :func:`convert_to_zarr`)."""
     suffix = file_suffix(path)
     if not os.path.isfile(path):
         from ..._errors import StoreNotFoundError
@@ -260,18 +312,25 @@ def load_in_memory(path, fill_missing=None):
         if arr.ndim != 2 or arr.dtype.kind not in "f":
             return arr  # the estimator names the problem (shape, dtype)
         blocks = iter_npy_blocks(arr, 65536, arr.dtype)
+        layout = None
     else:
-        layout = detect_text_layout(path)
+        layout = detect_text_layout(path, row_labels, header)
         check_text_columns(path, layout)
         blocks = iter_text_blocks(path, layout, 65536)
     # the baselines have no missing-data model: only the fill is offered
     advice = "Pass --fill-missing zero to replace every NaN by 0 (the paper's fill)"
-    parts = [finite_or_filled(block, path, r0, lines, fill_missing, advice)[0]
-             for r0, block, lines in blocks]
+    index = RowIndexCheck(layout, row_labels)
+    parts = []
+    for r0, block, lines in blocks:
+        parts.append(finite_or_filled(block, path, r0, lines, fill_missing, advice,
+                                      label_cols=int(layout is not None
+                                                     and layout.row_labels))[0])
+        index.update(r0, parts[-1])
+    index.check(path)
     return np.concatenate(parts, axis=0)
 
 
-def input_shape(src):
+def input_shape(src, row_labels="auto", header="auto"):
     """Shape of INPUT from metadata (a .npy header, a text file's rows, Zarr metadata)."""
     from ...engine.inputs import as_matrix_source
 
@@ -282,7 +341,7 @@ def input_shape(src):
             raise StoreNotFoundError(f"no such file: {src!r}")
         if file_suffix(src) == ".npy":
             return npy_header(src)[0]
-        layout = detect_text_layout(src)
+        layout = detect_text_layout(src, row_labels, header)
         check_text_columns(src, layout)
         return (count_rows(src, layout.header), layout.n_cols)
     return as_matrix_source(src).shape

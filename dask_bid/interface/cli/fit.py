@@ -27,7 +27,15 @@ from .convert import (
 )
 from .plotting import parse_plot_kinds, plot_stem, write_plots
 from .progress import ChainProgress, InterruptLatch
-from .reading import FILL_CHOICES, KEEP_NAN, MISSING_CHOICES
+from .reading import (
+    FILL_CHOICES,
+    KEEP_NAN,
+    MISSING_CHOICES,
+    add_text_options,
+    detect_text_layout,
+    labels_line,
+    text_options,
+)
 from .report import result_lines
 from .sparse import add_sparse_options, sparse_input
 
@@ -122,12 +130,12 @@ def _check_out_free(out, args):
                  flags={"overwrite": "--overwrite", "resume": "--resume", "out": "--out"})
 
 
-def _validate_early(src, k, params):
+def _validate_early(src, k, params, text=None):
     """Everything checkable from metadata; returns the input's shape."""
     from .._params import validate_params
     from ..functional import DEFAULTS
 
-    shape = input_shape(src)
+    shape = input_shape(src, **(text or {}))
     if len(shape) != 2:
         from ..._errors import InputShapeError
 
@@ -198,14 +206,19 @@ def run(args):
                        f"converts; the Zarr array {src!r} is read as is: pass --missing mask "
                        "to fit its observed entries only, fill its NaN first, or fit the "
                        ".npy / text file it came from.")
+    text = text_options(args, src if convertible else None)
     # everything checkable from metadata is checked before converting or sampling
-    shape = _validate_early(src, args.k, params)
+    shape = _validate_early(src, args.k, params, text)
     if failed is not None:
         say(f"replacing    {out} (a failed fit: {failed})", quiet=args.quiet)
     if convertible:
         dst = converted_path(src, out)
+        if file_suffix(src) != ".npy":
+            line = labels_line(detect_text_layout(src, **text), src)
+            if line:
+                say(line, quiet=args.quiet)
         src = convert_to_zarr(src, dst, quiet=args.quiet, overwrite=args.overwrite,
-                              fill_missing=KEEP_NAN if masked else args.fill_missing)
+                              fill_missing=KEEP_NAN if masked else args.fill_missing, **text)
         n_filled = converted_fill_count(src)
         if n_filled:
             say(f"filled       {n_filled} NaN entries of {args.input} by 0 (--fill-missing "
@@ -344,6 +357,7 @@ def add_parser(sub):
                      help="zero: replace every NaN (missing value) of a .npy or text INPUT "
                      "by 0 when converting it, the paper's fill (recorded in the converted "
                      "store); default: a NaN is refused, naming its line (see --missing)")
+    add_text_options(fit)
     fit.add_argument("--paper", action="store_true",
                      help="the paper's exact choices (dask_bid.PAPER_SETTINGS: aggressive "
                      "sampler, 500 iterations, random init, mode basis, mean W, no "

@@ -26,7 +26,14 @@ from .convert import (
     count_rows,
     detect_text_layout,
 )
-from .reading import KEEP_NAN, npy_header, scan_non_finite
+from .reading import (
+    KEEP_NAN,
+    RowIndexCheck,
+    add_text_options,
+    npy_header,
+    scan_non_finite,
+    text_options,
+)
 
 #: ``info`` counts the NaN of a local Zarr array (one read of it) up to this size; a
 #: larger or remote one converted by dask-bid reports the count its conversion recorded
@@ -57,8 +64,10 @@ def _missing_lines(info) -> list[str]:
     return lines
 
 
-def describe_path(path) -> dict:
-    """What ``dask-bid info`` reports about ``path``, as a dict (``kind`` says which)."""
+def describe_path(path, row_labels="auto", header="auto") -> dict:
+    """What ``dask-bid info`` reports about ``path``, as a dict (``kind`` says which);
+    ``row_labels`` and ``header``: how a text file is read (``--row-labels``,
+    ``--header``)."""
     import zarr
 
     from ..._errors import StoreNotFoundError
@@ -76,11 +85,15 @@ def describe_path(path) -> dict:
                     "dtype": str(dtype), "size": int(np.prod(shape)) * dtype.itemsize,
                     "file_size": size, "n_nan": n_nan, "n_inf": n_inf}
         if suffix in TEXT_SUFFIXES:
-            layout = detect_text_layout(spath)
-            n_nan, n_inf = scan_non_finite(spath)
+            layout = detect_text_layout(spath, row_labels, header)
+            index = RowIndexCheck(layout, row_labels)
+            n_nan, n_inf = scan_non_finite(spath, row_labels=row_labels, header=header,
+                                           index=index)
             return {"kind": "text file", "path": spath,
                     "shape": [count_rows(spath, layout.header), layout.n_cols],
                     "delimiter": layout.delimiter_name, "header": layout.header,
+                    "row_labels": layout.row_labels, "row_labels_why": layout.why,
+                    "row_numbers_in_column_1": index.numbers() if index.found else None,
                     "file_size": size, "n_nan": n_nan, "n_inf": n_inf}
         if suffix == ".npz":
             try:
@@ -212,6 +225,14 @@ def info_lines(info) -> list[str]:
         lines += [f"  shape      {info['shape'][0]} x {info['shape'][1]}",
                   f"  delimiter  {info['delimiter']}" + (", one header line" if info["header"]
                                                         else ""),
+                  *(["  rows       labelled: column 1 holds row labels, left out"
+                     + (f" ({info['row_labels_why']}; --row-labels none reads it as data)"
+                        if info.get("row_labels_why") else "")]
+                    if info.get("row_labels") else []),
+                  *([f"  note       column 1 holds the row numbers "
+                     f"{info['row_numbers_in_column_1']}, like pandas' index: `dask-bid fit` "
+                     "refuses it unless --row-labels first (leave it out) or none (data)"]
+                    if info.get("row_numbers_in_column_1") else []),
                   f"  size       {human_bytes(info['file_size'])} on disk",
                   *_missing_lines(info),
                   "  note       `dask-bid fit` converts it to a Zarr store next to --out"]
@@ -285,7 +306,9 @@ def run(args):
     if info is not None and not args.json:
         print_lines(sparse_info_lines(info))
         return 0
-    info = info if info is not None else describe_path(args.path)
+    if info is None:
+        info = describe_path(args.path, **text_options(
+            args, args.path if not is_url(args.path) else None))
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return 0
@@ -322,6 +345,7 @@ def add_parser(sub):
     from .sparse import add_sparse_options
 
     add_sparse_options(info)
+    add_text_options(info)
     info.add_argument("--diagnostics", action="store_true",
                       help="for a finished result: split R-hat and bulk/tail ESS of sigma2 "
                       "and MSE (as ArviZ computes them; ArviZ is not needed)")

@@ -18,7 +18,8 @@ from ._core import CLIError, file_suffix
 __all__ = ["TextLayout", "detect_text_layout", "count_rows", "iter_text_blocks",
            "npy_header", "open_npy", "iter_npy_blocks", "MissingValuesError",
            "finite_or_filled", "scan_non_finite", "FILL_CHOICES", "MISSING_CHOICES", "KEEP_NAN",
-           "NAN_ADVICE"]
+           "NAN_ADVICE", "ROW_LABEL_CHOICES", "HEADER_CHOICES", "RowIndexCheck",
+           "add_text_options", "text_options", "labels_line"]
 
 #: What ``--fill-missing`` accepts: ``zero`` replaces every NaN by 0 (the paper's fill).
 FILL_CHOICES = ("zero",)
@@ -33,6 +34,48 @@ NAN_ADVICE = ("Pass --missing mask to fit the observed entries only (NaN marks a
 
 _DELIM_NAMES = {None: "whitespace", ",": "comma", "\t": "tab"}
 
+#: What ``--row-labels`` accepts. ``auto``: the first column holds row labels when the
+#: file says so (below); ``first``: it does; ``none``: every column is data.
+ROW_LABEL_CHOICES = ("auto", "first", "none")
+#: What ``--header`` accepts: ``auto`` (line 1 is a header when it is not a row of the
+#: matrix, below), ``yes`` or ``no``.
+HEADER_CHOICES = ("auto", "yes", "no")
+
+
+def add_text_options(parser):
+    """``--row-labels`` and ``--header``, how a text INPUT is read (fit, rid, info)."""
+    parser.add_argument("--row-labels", choices=ROW_LABEL_CHOICES, default="auto",
+                        help="text INPUT: whether its first column holds row labels, left "
+                        "out of the matrix. auto (default): yes when the header's first "
+                        "field is empty (pandas' to_csv, R's write.csv) or the rows start "
+                        "with text; a first column holding the row numbers is refused")
+    parser.add_argument("--header", choices=HEADER_CHOICES, default="auto",
+                        help="text INPUT: whether line 1 holds column names. auto (default): "
+                        "yes when it holds text; asks when it could be either")
+
+
+def text_options(args, src) -> dict:
+    """``row_labels`` and ``header`` from the command line; refuses them for an INPUT
+    that is not a text file (they would change nothing)."""
+    opts = {"row_labels": getattr(args, "row_labels", "auto"),
+            "header": getattr(args, "header", "auto")}
+    given = [f"--{k.replace('_', '-')} {v}" for k, v in opts.items() if v != "auto"]
+    text = isinstance(src, str) and "://" not in src and file_suffix(src) in (
+        ".csv", ".txt", ".tsv")
+    if given and not text:
+        raise CLIError(f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to text "
+                       f"INPUT files (.csv, .txt, .tsv); {src!r} is read as is: leave "
+                       f"{'them' if len(given) > 1 else 'it'} out.")
+    return opts
+
+
+def labels_line(layout, path) -> str | None:
+    """The phase line of a fit that found row labels by itself (``--row-labels auto``)."""
+    if not (layout.row_labels and layout.why):
+        return None
+    return (f"rows         column 1 of {os.fspath(path)} holds row labels, left out ({layout.why}"
+            "); --row-labels none fits it as data")
+
 
 class MissingValuesError(CLIError):
     """The matrix holds NaN and neither ``--missing mask`` nor ``--fill-missing`` was
@@ -42,7 +85,17 @@ class MissingValuesError(CLIError):
 class TextLayout(NamedTuple):
     delimiter: str | None
     header: bool
-    n_cols: int
+    #: fields per line, the row label included
+    n_fields: int
+    #: the first field of every line is a row label, not data
+    row_labels: bool = False
+    #: why the row labels were detected (``--row-labels auto``), for the phase line
+    why: str = ""
+
+    @property
+    def n_cols(self) -> int:
+        """Columns of the matrix (the label column left out)."""
+        return self.n_fields - int(self.row_labels)
 
     @property
     def delimiter_name(self) -> str:
@@ -57,25 +110,127 @@ def _numeric(field: str) -> bool:
     return True
 
 
-def detect_text_layout(path) -> TextLayout:
-    """Delimiter, header line and column count from the first non-empty line."""
+def _text(field: str) -> bool:
+    """A field that is neither a number nor empty (a missing value): a name."""
+    return not _numeric(field)
+
+
+def _unquoted(field: str) -> str:
+    return field.strip().strip('"\'').strip()
+
+
+def _column_numbers(fields) -> bool:
+    """Fields 0, 1, 2, ... (3 or more): the column names pandas writes for a DataFrame
+    made from an array."""
+    try:
+        vals = [int(_unquoted(f)) for f in fields]
+    except ValueError:
+        return False
+    return len(vals) > 2 and vals == list(range(len(vals)))
+
+
+def _split(line, delim):
+    return line.split(delim) if delim else line.split()
+
+
+def _integers(fields) -> bool:
+    try:
+        for f in fields:
+            int(_unquoted(f))
+    except ValueError:
+        return False
+    return True
+
+
+def _labelled_row(fields) -> bool:
+    """A row with a label: text first, numbers (or missing values) after."""
+    return fields is not None and len(fields) > 1 and _text(fields[0]) and \
+        all(map(_numeric, fields[1:]))
+
+
+def _auto_header(path, fields, second, labels) -> bool:
+    body = fields[1:] if labels else fields
+    if any(map(_text, body)):
+        return True
+    if _column_numbers(fields[1:]) and (labels or not _unquoted(fields[0])):
+        return True  # pandas: an index (named or not), the columns of an array
+    later = None if second is None else (second[1:] if labels else second)
+    spath = os.fspath(path)
+    if _column_numbers(body) and not (later is not None and _column_numbers(later)):
+        # pandas' names for the columns of an array, or a row of the matrix?
+        raise CLIError(
+            f"line 1 of {spath!r} holds {_unquoted(body[0])}, {_unquoted(body[1])}, ..., "
+            f"{_unquoted(body[-1])}: column numbers (a header, as pandas writes an array's "
+            "columns) or a row of the matrix? Pass --header yes or --header no.")
+    if labels and _text(fields[0]) and _integers(body):
+        # "name,2001,2002" then "TP53,0.1,0.2": numeric column names, or a data row? (a
+        # row with decimals is taken as data)
+        raise CLIError(
+            f"line 1 of {spath!r} could be a header (column names "
+            f"{', '.join(_unquoted(f) for f in body[:3])}, ...) or a row of the matrix "
+            f"labelled {_unquoted(fields[0])[:40]!r}: pass --header yes or --header no.")
+    return False
+
+
+def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
+    """Delimiter, header line, row labels and column count, from the first two non-empty
+    lines.
+
+    ``row_labels="auto"`` finds a column of row labels where the file shows one, so that
+    a label column is never fitted as data:
+
+    - the header's first field is empty and the others are names or the column numbers
+      0, 1, ... (``pandas.DataFrame.to_csv`` and R's ``write.csv`` write a row index so,
+      whether the index holds numbers or names);
+    - or the rows start with text and go on with numbers (a column of names).
+
+    Line 1 is a header (``header="auto"``) when a field of it other than the row label is
+    text, or when its first field is empty and the others are the column numbers 0, 1,
+    ... (pandas' header for an array with its index). Where line 1 could be either a
+    header of numeric column names or a row of the matrix (it holds the column numbers
+    and line 2 does not; or a text label and integers after it), ``auto`` refuses and
+    asks for ``--header``. ``"first"`` / ``"none"`` and ``"yes"`` / ``"no"`` decide
+    without looking.
+    """
+    lines = []
     with open(path, encoding="utf-8-sig") as fh:
-        first = ""
         for line in fh:
             if line.strip():
-                first = line.rstrip("\r\n")
-                break
-    if not first:
+                lines.append(line.rstrip("\r\n"))
+                if len(lines) == 2:
+                    break
+    if not lines:
         raise CLIError(f"{os.fspath(path)!r} holds no data rows.")
+    first = lines[0]
     if file_suffix(path) == ".csv" or ("," in first and "\t" not in first):
         delim = ","
     elif "\t" in first:
         delim = "\t"
     else:
         delim = None
-    fields = first.split(delim) if delim else first.split()
-    header = not all(_numeric(f) for f in fields)
-    return TextLayout(delim, header, len(fields))
+    fields = _split(first, delim)
+    second = _split(lines[1], delim) if len(lines) > 1 else None
+    why = ""
+    if row_labels != "auto":
+        labels = row_labels == "first"
+    elif (len(fields) > 1 and not _unquoted(fields[0]) and header != "no"
+          and (any(map(_text, fields[1:])) or _column_numbers(fields[1:]))):
+        labels, why = True, ("its header's first field is empty, as pandas' to_csv and R's "
+                             "write.csv write a row index")
+    else:
+        if header == "yes" or (header == "auto" and any(map(_text, fields[1:]))):
+            row = second  # line 1 is a header: the rows start at line 2
+        elif header == "no" or not _text(fields[0]):
+            row = fields
+        else:  # a text first field, numbers after: labelled either way, line 2 tells
+            row = second if second is not None else fields
+        labels = _labelled_row(row)
+        if labels:
+            why = (f"its rows start with text (e.g. {_unquoted(row[0])[:40]!r}) and go on "
+                   "with numbers")
+    has_header = (header == "yes" if header != "auto"
+                  else _auto_header(path, fields, second, labels))
+    return TextLayout(delim, has_header, len(fields), labels, why)
 
 
 def check_text_columns(path, layout: TextLayout):
@@ -105,15 +260,16 @@ def count_rows(path, header) -> int:
 def _scan_lines(numbered, layout: TextLayout, path):
     """Parse line by line, raising at the first bad line (the slow path)."""
     rows = []
+    skip = int(layout.row_labels)
     for lineno, line in numbered:
         fields = line.rstrip("\r\n").split(layout.delimiter) if layout.delimiter \
             else line.split()
-        if len(fields) != layout.n_cols:
+        if len(fields) != layout.n_fields:
             raise CLIError(f"line {lineno} of {os.fspath(path)!r} has {len(fields)} "
-                           f"columns, the first line has {layout.n_cols} (delimiter: "
+                           f"columns, the first line has {layout.n_fields} (delimiter: "
                            f"{layout.delimiter_name}); every row needs the same number.")
         row = []
-        for col, f in enumerate(fields, start=1):
+        for col, f in enumerate(fields[skip:], start=1 + skip):
             f = f.strip()
             if not f:
                 row.append(np.nan)
@@ -123,22 +279,36 @@ def _scan_lines(numbered, layout: TextLayout, path):
             except ValueError:
                 raise CLIError(f"line {lineno}, column {col} of {os.fspath(path)!r} holds "
                                f"{f[:40]!r}, not a number (an empty field or 'nan' marks a "
-                               "missing value).") from None
+                               f"missing value){_label_hint(layout, col)}") from None
         rows.append(row)
     return np.array(rows, dtype=np.float64).reshape(len(rows), layout.n_cols)
+
+
+def _label_hint(layout, col) -> str:
+    """The end of a "not a number" refusal: text in the first column may be labels."""
+    if not layout.row_labels and col == 1:
+        return "; if the first column holds row labels, pass --row-labels first."
+    return "."
 
 
 def _parse(numbered, layout, path):
     text = "".join(line for _, line in numbered)
     try:
         block = np.loadtxt(io.StringIO(text), delimiter=layout.delimiter, dtype=np.float64,
-                           ndmin=2, comments=None)
-        if block.shape == (len(numbered), layout.n_cols):
+                           ndmin=2, comments=None,
+                           usecols=range(1, layout.n_fields) if layout.row_labels else None)
+        # (usecols leaves extra fields unread: a ragged row is then found by counting)
+        if block.shape == (len(numbered), layout.n_cols) and (not layout.row_labels or all(
+                _n_fields(line, layout) == layout.n_fields for _, line in numbered)):
             return block
     except ValueError:
         pass
     # an empty field, a bad cell or a ragged row: find it, line by line
     return _scan_lines(numbered, layout, path)
+
+
+def _n_fields(line, layout):
+    return line.count(layout.delimiter) + 1 if layout.delimiter else len(line.split())
 
 
 def iter_text_blocks(path, layout: TextLayout, rows_per_block: int):
@@ -211,31 +381,33 @@ def iter_npy_blocks(arr, rows_per_block: int, dtype):
 
 # ----------------------------------------------------------------------------- NaN, infinity
 
-def _where(path, first_row, lines, i, j) -> str:
+def _where(path, first_row, lines, i, j, label_cols=0) -> str:
     if lines is not None:
-        return f"line {lines[i]}, column {j + 1} of {os.fspath(path)!r}"
+        return f"line {lines[i]}, column {j + 1 + label_cols} of {os.fspath(path)!r}"
     return f"row {first_row + i}, column {j} (from 0) of {os.fspath(path)!r}"
 
 
-def finite_or_filled(block, path, first_row, lines, fill, advice=NAN_ADVICE):
+def finite_or_filled(block, path, first_row, lines, fill, advice=NAN_ADVICE, label_cols=0):
     """Check a parsed block: NaN is refused (replaced by 0 with ``fill="zero"``, kept as
     the missing-entry marker with ``fill="keep"``, for ``--missing mask``), infinity is
     always refused. Returns ``(block, n)``: ``n`` NaN filled or kept. ``advice`` ends the
-    NaN refusal (the flags of the command that reads the file)."""
+    NaN refusal (the flags of the command that reads the file); ``label_cols``: columns
+    of row labels before the data (1 or 0), for the column numbers of the refusals."""
     finite = np.isfinite(block)
     if finite.all():
         return block, 0
     inf = np.isinf(block)
     if inf.any():
         i, j = np.argwhere(inf)[0]
-        raise CLIError(f"{_where(path, first_row, lines, i, j)} is infinite ({block[i, j]}); "
+        raise CLIError(f"{_where(path, first_row, lines, i, j, label_cols)} is infinite "
+                       f"({block[i, j]}); "
                        "replace it by a finite value (--fill-missing only fills NaN).")
     nan = ~finite
     if fill is None:
         i, j = np.argwhere(nan)[0]
         raise MissingValuesError(
             f"{os.fspath(path)!r} has missing values (NaN), the first at "
-            f"{_where(path, first_row, lines, i, j).rsplit(' of ', 1)[0]}. {advice} "
+            f"{_where(path, first_row, lines, i, j, label_cols).rsplit(' of ', 1)[0]}. {advice} "
             "(`dask-bid info FILE` counts them).")
     if fill == KEEP_NAN:
         return block, int(nan.sum())
@@ -243,8 +415,45 @@ def finite_or_filled(block, path, first_row, lines, fill, advice=NAN_ADVICE):
     return block, int(nan.sum())
 
 
-def scan_non_finite(path, rows_per_block=65536):
-    """Counts of NaN and infinite entries of a ``.npy`` or text matrix (one pass)."""
+class RowIndexCheck:
+    """Whether the first column of a text matrix read without row labels holds the row
+    numbers 0, 1, ... or 1, 2, ... (the index ``pandas.DataFrame.to_csv`` writes when the
+    header names it): fitted as data, it would be a column of A, and a likely pick for
+    the basis. Fed block by block; :meth:`check` refuses such a column."""
+
+    def __init__(self, layout: TextLayout | None, row_labels="auto"):
+        # only where --row-labels was left to auto: "none" says the column is data
+        self.live = [layout is not None and not layout.row_labels and row_labels == "auto"] * 2
+        self.n = 0
+
+    def update(self, first_row, block):
+        if any(self.live):
+            rows = np.arange(first_row, first_row + block.shape[0], dtype=np.float64)
+            for base in (0, 1):
+                self.live[base] = self.live[base] and np.array_equal(block[:, 0], rows + base)
+        self.n = max(self.n, first_row + block.shape[0])
+
+    @property
+    def found(self) -> bool:
+        """Whether the first column holds the row numbers (3 rows or more)."""
+        return self.n >= 3 and any(self.live)
+
+    def numbers(self) -> str:
+        base = 0 if self.live[0] else 1
+        return f"{base}, {base + 1}, ..., {base + self.n - 1}"
+
+    def check(self, path):
+        if self.found:
+            raise CLIError(
+                f"column 1 of {os.fspath(path)!r} holds the row numbers {self.numbers()}, "
+                "like the index pandas' to_csv writes: pass --row-labels first to leave it "
+                "out, or --row-labels none to fit it as a column of the matrix.")
+
+
+def scan_non_finite(path, rows_per_block=65536, row_labels="auto", header="auto",
+                    index=None):
+    """Counts of NaN and infinite entries of a ``.npy`` or text matrix (one pass).
+    ``index``: a :class:`RowIndexCheck` fed on the way (text files)."""
     n_nan = n_inf = 0
     if file_suffix(path) == ".npy":
         arr = open_npy(path)
@@ -252,9 +461,11 @@ def scan_non_finite(path, rows_per_block=65536):
             return 0, 0
         blocks = iter_npy_blocks(arr, rows_per_block, arr.dtype)
     else:
-        layout = detect_text_layout(path)
+        layout = detect_text_layout(path, row_labels, header)
         blocks = iter_text_blocks(path, layout, rows_per_block)
-    for _, block, _ in blocks:
+    for r0, block, _ in blocks:
+        if index is not None:
+            index.update(r0, block)
         n_nan += int(np.isnan(block).sum())
         n_inf += int(np.isinf(block).sum())
     return n_nan, n_inf

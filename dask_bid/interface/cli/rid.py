@@ -8,7 +8,7 @@ import numpy as np
 
 from ._core import file_suffix, fmt_g, is_url, nonneg_int, positive_int, print_lines, short_list
 from .convert import CONVERTIBLE_SUFFIXES, load_in_memory
-from .reading import FILL_CHOICES
+from .reading import FILL_CHOICES, add_text_options, text_options
 
 
 def run(args):
@@ -20,8 +20,10 @@ def run(args):
 
         raise CLIError(f"--fill-missing applies to .npy and text files; the Zarr array "
                        f"{src!r} is read as is: fill its NaN first.")
-    if not is_url(src) and file_suffix(src) in CONVERTIBLE_SUFFIXES:
-        A = load_in_memory(src, fill_missing=args.fill_missing)
+    convertible = not is_url(src) and file_suffix(src) in CONVERTIBLE_SUFFIXES
+    text = text_options(args, src if convertible else None)
+    if convertible:
+        A = load_in_memory(src, fill_missing=args.fill_missing, **text)
     else:
         A = src
     est = RandomizedID(args.k, method=args.method, oversampling=args.oversampling,
@@ -75,6 +77,7 @@ def add_parser(sub):
     rid.add_argument("--fill-missing", choices=FILL_CHOICES, default=None,
                      help="zero: replace every NaN of a .npy or text INPUT by 0 (the "
                      "paper's fill); default: a NaN is refused, naming its line")
+    add_text_options(rid)
     rid.add_argument("--out", default=None, metavar="OUT.npz",
                      help="write columns, W (components), mse and max_abs_w to this .npz "
                      "file")

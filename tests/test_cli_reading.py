@@ -1,0 +1,195 @@
+"""How the command line reads text matrices: row labels and header lines.
+
+The files a user has are mostly written by pandas (``DataFrame.to_csv`` writes the index
+as a first column) or R (``write.csv`` writes the row names). Fitted as data, such a
+column becomes a column of A, and a likely pick for the basis: a result silently built
+from other data. These tests write the files with pandas itself where it made them.
+"""
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+import zarr
+
+from dask_bid.interface.cli import CLIError, convert_to_zarr, main
+from dask_bid.interface.cli.convert import load_in_memory
+from dask_bid.interface.demo import make_demo_matrix
+
+M, N, K = 40, 12, 3
+
+
+@pytest.fixture(scope="module")
+def A():
+    return make_demo_matrix(M, N, K, seed=3)[0]
+
+
+def _info(path, capsys, *flags):
+    assert main(["info", str(path), "--json", *flags]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _pandas(A, path, **kw):
+    pd.DataFrame(A, **kw.pop("frame", {})).to_csv(path, **kw)
+    return path
+
+
+def _r_write_csv(A, path):
+    """The format of R's ``write.csv(matrix)``: quoted names, a quoted empty corner."""
+    with open(path, "w") as fh:
+        fh.write(",".join(['""'] + [f'"V{j + 1}"' for j in range(A.shape[1])]) + "\n")
+        for i, row in enumerate(A):
+            fh.write(",".join([f'"{i + 1}"'] + [repr(float(x)) for x in row]) + "\n")
+    return path
+
+
+LABELLED = {
+    # pandas' default: an unnamed integer index, named columns
+    "pandas-default-index": lambda A, p: _pandas(
+        A, p, frame={"columns": [f"drug{j}" for j in range(N)]}),
+    # an array's DataFrame: the header is ",0,1,2,..."
+    "pandas-array": lambda A, p: _pandas(A, p),
+    # a named index of names (cell lines x drugs)
+    "pandas-named-labels": lambda A, p: _pandas(
+        A, p, frame={"index": pd.Index([f"cell{i}" for i in range(M)], name="cell_line"),
+                     "columns": [f"drug{j}" for j in range(N)]}),
+    # labels and no header at all
+    "labels-no-header": lambda A, p: _pandas(
+        A, p, frame={"index": [f"cell{i}" for i in range(M)]}, header=False),
+    "r-write-csv": _r_write_csv,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LABELLED))
+def test_row_labels_are_left_out(kind, A, tmp_path, capsys):
+    path = LABELLED[kind](A, tmp_path / f"{kind}.csv")
+    # the values, bit for bit, and the shape without the label column
+    np.testing.assert_array_equal(load_in_memory(str(path)), A)
+    info = _info(path, capsys)
+    assert info["shape"] == [M, N] and info["row_labels"] and info["row_labels_why"]
+    dst = str(tmp_path / "c.zarr")
+    convert_to_zarr(str(path), dst, quiet=True)
+    z = zarr.open_array(dst, mode="r")
+    np.testing.assert_array_equal(z[...], A)
+    assert z.attrs["dask_bid_text_layout"]["row_labels"] is True
+    # --row-labels none: every column is data (the label column of numbers is then
+    # refused only where it holds text)
+    if kind in ("pandas-default-index", "pandas-array"):
+        assert _info(path, capsys, "--row-labels", "none")["shape"] == [M, N + 1]
+
+
+def test_plain_numeric_files_read_as_before(tmp_path, capsys):
+    path = tmp_path / "plain.csv"
+    path.write_text("1,2,3\n4,5,6\n7,8,9\n")
+    info = _info(path, capsys)
+    assert info["shape"] == [3, 3] and not info["header"] and not info["row_labels"]
+    path = tmp_path / "named.csv"
+    path.write_text("a,b,c\n1,2,3\n4,5,6\n")
+    assert _info(path, capsys)["shape"] == [2, 3]
+    np.testing.assert_array_equal(load_in_memory(str(path)), [[1, 2, 3], [4, 5, 6]])
+    # a first row that starts with an empty field is data with a missing value
+    path = tmp_path / "missing.csv"
+    path.write_text(",2.5,3.5\n4,5,6\n")
+    info = _info(path, capsys)
+    assert info["shape"] == [2, 3] and info["n_nan"] == 1 and not info["row_labels"]
+
+
+def test_a_fit_of_a_pandas_file_is_the_fit_of_its_matrix(A, tmp_path, capsys):
+    path = LABELLED["pandas-named-labels"](A, tmp_path / "cells.csv")
+    np.save(tmp_path / "a.npy", A)
+    common = ["--k", str(K), "--n-iter", "30", "--burn-in", "10", "--seed", "4",
+              "--scheduler", "synchronous", "-q"]
+    assert main(["fit", str(tmp_path / "a.npy"), "--out", str(tmp_path / "ref.zarr"),
+                 *common]) == 0
+    capsys.readouterr()
+    assert main(["fit", str(path), "--out", str(tmp_path / "csv.zarr"), *common[:-1]]) == 0
+    err = capsys.readouterr().err
+    # the phase line says what was left out, why, and how to keep it
+    assert "rows         column 1 of" in err and "--row-labels none" in err
+    ref = zarr.open_group(tmp_path / "ref.zarr", mode="r")
+    got = zarr.open_group(tmp_path / "csv.zarr", mode="r")
+    np.testing.assert_array_equal(got["columns"][...], ref["columns"][...])
+    np.testing.assert_array_equal(got["W"][...], ref["W"][...])
+
+
+def test_a_column_of_row_numbers_is_refused(A, tmp_path, capsys):
+    # a named integer index: nothing in the header says it is one
+    path = _pandas(A, tmp_path / "ids.csv", frame={"index": pd.RangeIndex(M, name="id")})
+    info = _info(path, capsys)
+    assert info["shape"] == [M, N + 1] and info["row_numbers_in_column_1"] == \
+        f"0, 1, ..., {M - 1}"
+    out = tmp_path / "r.zarr"
+    args = ["fit", str(path), "--k", str(K), "--n-iter", "30", "--burn-in", "10",
+            "--out", str(out), "--scheduler", "synchronous", "-q"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("dask-bid: error: column 1 of") and "--row-labels first" in \
+        err[-1] and "--row-labels none" in err[-1]
+    # nothing left that would block the retry: no output, no converted store
+    assert not out.exists() and not (tmp_path / "ids.csv.zarr").exists()
+    assert main([*args, "--row-labels", "first"]) == 0
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "ids.csv.zarr", mode="r")[...], A)
+    with pytest.raises(CLIError, match="row numbers 0, 1"):
+        load_in_memory(str(path))
+    np.testing.assert_array_equal(load_in_memory(str(path), row_labels="none")[:, 0],
+                                  np.arange(M))
+
+
+def test_ambiguous_first_lines_ask_for_header(A, tmp_path, capsys):
+    years = tmp_path / "years.csv"
+    years.write_text("gene," + ",".join(str(2000 + j) for j in range(3)) + "\n"
+                     "TP53,0.5,0.25,1.5\nKRAS,1,2,3\n")
+    with pytest.raises(CLIError, match="could be a header.*--header yes or --header no"):
+        load_in_memory(str(years))
+    np.testing.assert_array_equal(load_in_memory(str(years), header="yes"),
+                                  [[0.5, 0.25, 1.5], [1, 2, 3]])
+    assert load_in_memory(str(years), header="no").shape == (3, 3)
+    # pandas writes an array's columns as 0, 1, ...; without its index (index=False)
+    # line 1 could as well be a row of the matrix
+    cols = _pandas(A, tmp_path / "cols.csv", index=False)
+    assert main(["info", str(cols)]) == 2
+    err = capsys.readouterr().err
+    assert "holds 0, 1, ..., 11" in err and "--header yes or --header no" in err
+    np.testing.assert_array_equal(load_in_memory(str(cols), header="yes"), A)
+
+
+def test_a_labelled_file_names_file_columns_in_its_refusals(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("name,a,b,c\nx,1,2,3\ny,4,inf,6\n")
+    with pytest.raises(CLIError, match="line 3, column 3 of"):
+        load_in_memory(str(path))
+    path.write_text("name,a,b,c\nx,1,2,3\ny,4,,6\n")
+    with pytest.raises(CLIError, match="line 3, column 3"):
+        load_in_memory(str(path))
+    path.write_text("name,a,b,c\nx,1,2,3\ny,4,oops,6\n")
+    with pytest.raises(CLIError, match="line 3, column 3 of .* holds 'oops'"):
+        load_in_memory(str(path))
+    # a ragged labelled row is found, though numpy reads only the data columns
+    path.write_text("name,a,b\nx,1,2\ny,4,5,6\n")
+    with pytest.raises(CLIError, match="line 3 of .* has 4 columns, the first line has 3"):
+        load_in_memory(str(path))
+    # unlabelled, text in the first column: the refusal points at --row-labels
+    path.write_text("1,2,3\nx,5,6\n")
+    with pytest.raises(CLIError, match="--row-labels first"):
+        load_in_memory(str(path))
+
+
+def test_reading_options_are_checked(A, tmp_path, capsys):
+    np.save(tmp_path / "a.npy", A)
+    assert main(["fit", str(tmp_path / "a.npy"), "--k", "3", "--out",
+                 str(tmp_path / "o.zarr"), "--row-labels", "first"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dask-bid: error: --row-labels first applies to text INPUT") \
+        and len(err.splitlines()) == 1
+    assert not (tmp_path / "o.zarr").exists()
+    # a conversion read with labels is not reused by a call that reads it without
+    path = LABELLED["pandas-default-index"](A, tmp_path / "p.csv")
+    dst = str(tmp_path / "p.zarr")
+    convert_to_zarr(str(path), dst, quiet=True)
+    with pytest.raises(CLIError, match="read with a column of row labels.*--overwrite"):
+        convert_to_zarr(str(path), dst, quiet=True, row_labels="none")
+    convert_to_zarr(str(path), dst, quiet=True, row_labels="none", overwrite=True)
+    assert zarr.open_array(dst, mode="r").shape == (M, N + 1)
+    assert os.path.exists(path)  # the input is never touched
