@@ -45,6 +45,16 @@ def _r_write_csv(A, path):
     return path
 
 
+def _r_write_table(A, path):
+    """The format of R's ``write.table(matrix, sep="\\t")``: the header has no field for
+    the row names."""
+    with open(path, "w") as fh:
+        fh.write("\t".join(f'"V{j + 1}"' for j in range(A.shape[1])) + "\n")
+        for i, row in enumerate(A):
+            fh.write("\t".join([f'"{i + 1}"'] + [repr(float(x)) for x in row]) + "\n")
+    return path
+
+
 LABELLED = {
     # pandas' default: an unnamed integer index, named columns
     "pandas-default-index": lambda A, p: _pandas(
@@ -59,12 +69,13 @@ LABELLED = {
     "labels-no-header": lambda A, p: _pandas(
         A, p, frame={"index": [f"cell{i}" for i in range(M)]}, header=False),
     "r-write-csv": _r_write_csv,
+    "r-write-table": _r_write_table,
 }
 
 
 @pytest.mark.parametrize("kind", sorted(LABELLED))
 def test_row_labels_are_left_out(kind, A, tmp_path, capsys):
-    path = LABELLED[kind](A, tmp_path / f"{kind}.csv")
+    path = LABELLED[kind](A, tmp_path / f"{kind}.{'tsv' if 'table' in kind else 'csv'}")
     # the values, bit for bit, and the shape without the label column
     np.testing.assert_array_equal(load_in_memory(str(path)), A)
     info = _info(path, capsys)

@@ -182,7 +182,9 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
     - the header's first field is empty and the others are names or the column numbers
       0, 1, ... (``pandas.DataFrame.to_csv`` and R's ``write.csv`` write a row index so,
       whether the index holds numbers or names);
-    - or the rows start with text and go on with numbers (a column of names).
+    - or the rows start with text and go on with numbers (a column of names);
+    - or the header has one name fewer than the rows have fields (R's ``write.table``;
+      R's ``read.table`` reads such a file so).
 
     Line 1 is a header (``header="auto"``) when a field of it other than the row label is
     text, or when its first field is empty and the others are the column numbers 0, 1,
@@ -211,6 +213,13 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
     fields = _split(first, delim)
     second = _split(lines[1], delim) if len(lines) > 1 else None
     why = ""
+    if (second is not None and len(second) == len(fields) + 1 and header != "no"
+            and any(map(_text, fields)) and row_labels != "none"):
+        # R's write.table (and read.table's rule): the header has one name fewer than the
+        # rows have fields, the first field of a row being its name
+        return TextLayout(delim, True, len(second), True, "" if row_labels != "auto" else (
+            "its header has one name fewer than its rows have fields, as R's write.table "
+            "writes row names"))
     if row_labels != "auto":
         labels = row_labels == "first"
     elif (len(fields) > 1 and not _unquoted(fields[0]) and header != "no"
