@@ -304,6 +304,18 @@ def test_refused_dtypes(A, i):
         bayesian_id(x, 1, **FAST)
 
 
+def test_a_dataframe_with_a_label_column_names_it(A):
+    import pandas as pd  # the [test] extra
+    df = pd.DataFrame(A, columns=[f"c{j}" for j in range(A.shape[1])])
+    df.insert(0, "cell_line", [f"cell{i}" for i in range(A.shape[0])])
+    with pytest.raises(InputDTypeError, match=r"columns \['cell_line'\] do not hold numbers"
+                       r".*df.set_index\('cell_line'\)"):
+        BayesianID(1, **FAST).fit(df)
+    # the fix the message gives fits the matrix itself
+    fixed = BayesianID(1, **FAST).fit(df.set_index("cell_line"))
+    np.testing.assert_array_equal(fixed.columns_, BayesianID(1, **FAST).fit(A).columns_)
+
+
 def test_refused_dtypes_out_of_core(A, tmp_path):
     with pytest.raises(InputDTypeError, match="complex64 is not supported"):
         BayesianID(3, **FAST).fit(da.from_array(A.astype(np.complex64)), **SYNC)

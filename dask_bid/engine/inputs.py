@@ -107,6 +107,26 @@ def check_float_dtype(dtype) -> np.dtype:
     )
 
 
+def _check_frame_columns(A):
+    """Name the columns of a DataFrame that are not numbers (a label column, typically).
+
+    ``np.asarray`` would make one object matrix of it, refused for its dtype without a
+    word on which column is at fault or what to do. Duck-typed: pandas is not imported.
+    """
+    cols, dtypes = getattr(A, "columns", None), getattr(A, "dtypes", None)
+    if cols is None or dtypes is None or not hasattr(A, "select_dtypes"):
+        return
+    bad = [c for c, dt in zip(cols, dtypes, strict=False)
+           if getattr(dt, "kind", "O") not in "iufb"]
+    if bad:
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise InputDTypeError(
+            f"the DataFrame's columns {bad[:5]}{more} do not hold numbers (dtype "
+            f"{dict(zip(cols, dtypes, strict=False))[bad[0]]}): dask_bid fits a matrix of "
+            f"numbers. Make a label column the index (df.set_index({bad[0]!r})) or leave "
+            "such columns out (df.select_dtypes('number')).")
+
+
 def _is_url(s: str) -> bool:
     return "://" in s
 
@@ -373,6 +393,7 @@ def as_matrix_source(A, *, storage_options=None) -> MatrixSource:
     else:
         kind = "numpy"
         if not isinstance(A, np.ndarray):
+            _check_frame_columns(A)
             try:
                 A = np.asarray(A)
             except Exception as exc:
