@@ -284,18 +284,20 @@ def test_unknown_keyword_is_a_type_error(A):
 
 # --------------------------------------------------------------------------- dtypes
 def _bad_dtypes(A):
+    # each refusal names the dtype and the conversion that fits what was passed
     return [
-        (A.astype(np.complex128), "complex128 is not supported"),
-        (A.astype(object), "object is not supported"),
-        (A.astype(str), "<U.* is not supported"),
-        (A.astype(np.float64).view("datetime64[ns]"), "datetime64.*not supported"),
-        (np.zeros((4, 3), dtype="S2"), "S2 is not supported"),
+        (A.astype(np.complex128), "complex128 is not supported.*A.real.astype"),
+        (A.astype(object), "object is not supported.*A.astype\\(float\\)"),
+        (A.astype(str), "<U.* is not supported.*holds text"),
+        (A.astype(np.float64).view("datetime64[ns]"), "datetime64.*not supported.*Dates"),
+        (np.zeros((4, 3), dtype="S2"), "S2 is not supported.*bytes"),
         ([[1.0, 2.0], [3.0]], "cannot convert input of type list"),
+        (np.zeros((4, 3), dtype=[("a", "f8")]), "not supported.*structured_to_unstructured"),
     ]
 
 
-@pytest.mark.parametrize("i", range(6), ids=["complex", "object", "str", "datetime", "bytes",
-                                             "ragged"])
+@pytest.mark.parametrize("i", range(7), ids=["complex", "object", "str", "datetime", "bytes",
+                                             "ragged", "structured"])
 def test_refused_dtypes(A, i):
     x, match = _bad_dtypes(A)[i]
     with pytest.raises(InputDTypeError, match=match):

@@ -102,9 +102,26 @@ def check_float_dtype(dtype) -> np.dtype:
         return np.dtype(np.float64)
     raise InputDTypeError(
         f"input dtype {dtype} is not supported: dask_bid needs real numbers "
-        "(float, integer or boolean). Convert the matrix, e.g. `A.real.astype(float)` "
-        "for complex data that is really real."
+        f"(float, integer or boolean). {_DTYPE_FIX.get(dtype.kind, _DTYPE_FIX['O'])}"
     )
+
+
+#: how to get numbers from what was passed, by dtype kind (the end of the refusal)
+_DTYPE_FIX = {
+    "c": "Convert the matrix, e.g. `A.real.astype(float)` for complex data that is really "
+         "real.",
+    "O": "If the objects are numbers, convert them: `A.astype(float)`; a pandas DataFrame "
+         "with a label column: make it the index (`df.set_index(...)`).",
+    "U": "It holds text: parse the numbers first (`A.astype(float)` where every entry "
+         "is a number); a text file is read by `dask-bid fit FILE`.",
+    "S": "It holds bytes: parse the numbers first (`A.astype(float)` where every entry "
+         "is a number).",
+    "M": "Dates and times are not numbers: convert them (e.g. to days since a reference "
+         "date) if they are meant as data.",
+    "m": "Durations are not numbers: convert them (e.g. `A / np.timedelta64(1, 's')`).",
+    "V": "A structured (record) array: make it a plain matrix first, "
+         "`numpy.lib.recfunctions.structured_to_unstructured(A)`.",
+}
 
 
 def _check_frame_columns(A):
