@@ -413,14 +413,21 @@ def test_missing_store(tmp_path):
         bayesian_id(Path(path), 3, **FAST)
 
 
-@pytest.mark.parametrize("what", ["empty-dir", "plain-file"])
-def test_path_without_zarr_metadata(tmp_path, what):
-    path = tmp_path / "thing"
+@pytest.mark.parametrize("what, match", [
+    ("empty-dir", "holds no Zarr metadata"),
+    ("thing", "is a file, not a Zarr store: pass the path of a Zarr array"),
+    # a file the command line reads: the refusal says how to fit it from Python
+    ("A.npy", r"is a file, not a Zarr store: .*numpy.load\(path, mmap_mode='r'\)"),
+    ("A.csv", r"is a file, not a Zarr store: .*pandas.read_csv\(path, index_col=0\).*"
+              "convert_to_zarr"),
+])
+def test_path_without_zarr_metadata(tmp_path, what, match):
+    path = tmp_path / what
     if what == "empty-dir":
         path.mkdir()
     else:
         path.write_text("not a store")
-    with pytest.raises(StoreNotFoundError, match="holds no Zarr metadata"):
+    with pytest.raises(StoreNotFoundError, match=match):
         BayesianID(3, **FAST).fit(str(path))
 
 

@@ -256,6 +256,8 @@ def open_zarr_array(path, *, storage_options=None):
         raise StoreNotFoundError(
             f"no Zarr store at {spath!r}: the path does not exist. Check the path, or write "
             "the matrix first, e.g. with dask_bid.engine.to_zarr(A, path).")
+    if not _is_url(spath) and os.path.isfile(spath):
+        raise StoreNotFoundError(f"{spath!r} is a file, not a Zarr store: {_file_fix(spath)}")
     if _is_url(spath):  # a missing bucket or refused credentials: said as such
         from .remote import check_bucket
 
@@ -290,6 +292,22 @@ def open_zarr_array(path, *, storage_options=None):
                 " It contains no array: pass the path of a Zarr array.")
         raise NotAnArrayError(f"{spath!r} is a Zarr group, not an array.{hint}")
     return node
+
+
+def _file_fix(path) -> str:
+    """How to fit a file given where a Zarr array is read: by its suffix."""
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix == ".npy":
+        return ("pass the array, numpy.load(path, mmap_mode='r') (read on demand), or write "
+                "it to Zarr once, dask_bid.engine.to_zarr(numpy.load(path, mmap_mode='r'), "
+                "'A.zarr'); `dask-bid fit` converts it by itself.")
+    if suffix in (".csv", ".txt", ".tsv"):
+        return ("read it and pass the array (numpy.loadtxt; pandas.read_csv(path, "
+                "index_col=0) where a column holds row labels), or convert it to Zarr once "
+                "with dask_bid.interface.cli.convert_to_zarr(path, 'A.zarr'), which finds a "
+                "header and row labels as `dask-bid fit` does.")
+    return ("pass the path of a Zarr array (a directory); `dask-bid fit` also reads .npy, "
+            ".csv, .txt and .tsv files.")
 
 
 def check_written(array, path=None):
