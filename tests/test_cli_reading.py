@@ -204,3 +204,15 @@ def test_reading_options_are_checked(A, tmp_path, capsys):
     convert_to_zarr(str(path), dst, quiet=True, row_labels="none", overwrite=True)
     assert zarr.open_array(dst, mode="r").shape == (M, N + 1)
     assert os.path.exists(path)  # the input is never touched
+
+
+def test_a_file_of_another_suffix_points_at_the_triplet_reader(tmp_path, capsys):
+    # MovieLens' u.data: user, item, rating, time, tab-separated, no suffix dask-bid knows
+    path = tmp_path / "u.data"
+    path.write_text("196\t242\t3\t881250949\n186\t302\t3\t891717742\n")
+    for args in (["fit", str(path), "--k", "2", "--out", str(tmp_path / "o.zarr")],
+                 ["info", str(path)]):
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "--format triplets" in err, err
+    assert not (tmp_path / "o.zarr").exists()

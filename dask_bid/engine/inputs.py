@@ -307,7 +307,8 @@ def _file_fix(path) -> str:
                 "with dask_bid.interface.cli.convert_to_zarr(path, 'A.zarr'), which finds a "
                 "header and row labels as `dask-bid fit` does.")
     return ("pass the path of a Zarr array (a directory); `dask-bid fit` also reads .npy, "
-            ".csv, .txt and .tsv files.")
+            ".csv, .txt and .tsv matrices, and files of (row, column, value) triplets with "
+            "--format triplets (docs/sparse.md).")
 
 
 def check_written(array, path=None):

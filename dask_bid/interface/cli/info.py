@@ -107,7 +107,8 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
                                "pickled objects.") from exc
             return {"kind": "npz file", "path": spath, "arrays": arrays, "file_size": size}
         raise CLIError(f"{spath!r} is a file dask-bid does not read; expected a Zarr store, "
-                       f"or one of {', '.join(CONVERTIBLE_SUFFIXES)}")
+                       f"or one of {', '.join(CONVERTIBLE_SUFFIXES)}; a file of (row, column, "
+                       "value) triplets is read with --format triplets (docs/sparse.md)")
     try:
         node = zarr.open(spath, mode="r")
     except Exception as exc:
