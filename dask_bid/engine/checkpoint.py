@@ -19,6 +19,7 @@ warning, and the newest valid one is used instead.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import warnings
 
@@ -97,12 +98,24 @@ class Checkpointer:
         if "checkpoint" not in g:
             g.require_group("checkpoint")
 
-    def _list(self, chain):
+    def _names(self):
+        """Names under ``checkpoint/``. A local store is listed as a directory: zarr's
+        listing opens every entry, and warns (ZarrUserWarning) about the temporary file
+        of a metadata write in progress (``zarr.<hex>.partial``), which another chain's
+        thread may be making at that moment. Only checkpoint names are kept anyway."""
+        root = self.spec.root
+        if "://" not in root or root.startswith("file://"):
+            path = os.path.join(root.removeprefix("file://"), "checkpoint")
+            try:
+                return [n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n))]
+            except FileNotFoundError:
+                return []
         g = self.spec.group(mode="r")
-        if "checkpoint" not in g:
-            return []
+        return list(g["checkpoint"].group_keys()) if "checkpoint" in g else []
+
+    def _list(self, chain):
         out = []
-        for name in g["checkpoint"].group_keys():
+        for name in self._names():
             m = _NAME.match(name)
             if m and int(m.group(1)) == chain:
                 out.append((int(m.group(2)), name))

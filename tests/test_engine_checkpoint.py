@@ -1,0 +1,33 @@
+"""The checkpoint group's listing (dask_bid/engine/checkpoint.py)."""
+
+import warnings
+
+import zarr
+
+from dask_bid.engine.checkpoint import Checkpointer, StoreSpec, save_blob
+
+
+def test_listing_ignores_what_is_not_a_checkpoint_and_never_warns(tmp_path):
+    root = tmp_path / "fit.zarr"
+    zarr.open_group(str(root), mode="w")
+    spec = StoreSpec(root)
+    ck = Checkpointer(spec)
+    for name in ("c0-it00000010", "c0-it00000020", "c1-it00000010"):
+        spec.group().require_group(f"checkpoint/{name}")  # as Checkpointer.save does
+        save_blob(spec, f"checkpoint/{name}/client", {"state": name}, {"complete": True})
+    # what another chain's thread may leave there at the moment of listing: zarr's
+    # temporary file of a metadata write, and a checkpoint whose metadata is not written
+    (root / "checkpoint" / "zarr.0123abcd.partial").write_text("{}")
+    (root / "checkpoint" / "c0-it00000030").mkdir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # zarr's listing warned about the .partial file
+        assert [n for _, n in ck._list(0)] == ["c0-it00000010", "c0-it00000020",
+                                               "c0-it00000030"]
+        assert [n for n, _ in ck.candidates(0)] == ["c0-it00000020", "c0-it00000010"]
+        assert ck.latest(1)[1] == {"state": "c1-it00000010"}
+        ck.keep = 1
+        ck.prune(0)
+    # the older complete checkpoint is gone; the newest complete one, the one being
+    # written and the other chain's are kept
+    left = sorted(p.name for p in (root / "checkpoint").iterdir() if p.is_dir())
+    assert left == ["c0-it00000020", "c0-it00000030", "c1-it00000010"]
