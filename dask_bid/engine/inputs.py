@@ -124,15 +124,17 @@ _DTYPE_FIX = {
 }
 
 
-def _check_frame_columns(A):
-    """Name the columns of a DataFrame that are not numbers (a label column, typically).
+def _check_frame_columns(A) -> bool:
+    """Whether ``A`` is a DataFrame (of numbers); names the columns of one that are not
+    numbers (a label column, typically).
 
     ``np.asarray`` would make one object matrix of it, refused for its dtype without a
     word on which column is at fault or what to do. Duck-typed: pandas is not imported.
     """
     cols, dtypes = getattr(A, "columns", None), getattr(A, "dtypes", None)
-    if cols is None or dtypes is None or not hasattr(A, "select_dtypes"):
-        return
+    if cols is None or dtypes is None or not hasattr(A, "select_dtypes") \
+            or not hasattr(A, "to_numpy"):
+        return False
     bad = [c for c, dt in zip(cols, dtypes, strict=False)
            if getattr(dt, "kind", "O") not in "iufb"]
     if bad:
@@ -142,6 +144,7 @@ def _check_frame_columns(A):
             f"{dict(zip(cols, dtypes, strict=False))[bad[0]]}): dask_bid fits a matrix of "
             f"numbers. Make a label column the index (df.set_index({bad[0]!r})) or leave "
             "such columns out (df.select_dtypes('number')).")
+    return True
 
 
 def _is_url(s: str) -> bool:
@@ -429,7 +432,10 @@ def as_matrix_source(A, *, storage_options=None) -> MatrixSource:
     else:
         kind = "numpy"
         if not isinstance(A, np.ndarray):
-            _check_frame_columns(A)
+            if _check_frame_columns(A):
+                # pandas' nullable and Arrow dtypes: pd.NA becomes NaN (the missing-value
+                # marker), where np.asarray would give an object matrix
+                A = A.to_numpy(dtype=np.float64, na_value=np.nan)
             try:
                 A = np.asarray(A)
             except Exception as exc:

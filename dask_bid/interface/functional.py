@@ -151,7 +151,9 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
 
         return fit_dask(src, p, initial_columns=_initial_columns, **engine_kw)
     if masked:
-        X = np.asarray(src.array, dtype=np.float64)
+        # C order whatever the input's (a DataFrame's values are Fortran-ordered): the
+        # products' rounding follows the layout, and the same matrix gives the same chain
+        X = np.ascontiguousarray(src.array, dtype=np.float64)
         if np.isinf(X).any():
             raise NonFiniteInputError("A contains infinite entries; missing='mask' treats only "
                                       "NaN as missing. Replace the infinities.")
@@ -172,7 +174,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         from ..engine.fit import fit_dask
 
         return fit_dask(src, p, initial_columns=_initial_columns, **engine_kw)
-    X = np.asarray(src.array, dtype=np.float64)
+    X = np.ascontiguousarray(src.array, dtype=np.float64)  # C order: as above
     # values near 1e200 or 1e-200 are fitted as X / 2^e (engine/scaling.py)
     return fit_scaled_in_memory(X, p, lambda X, p: _fit_memory(
         X, p, callback=engine_kw.get("callback")))
