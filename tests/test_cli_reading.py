@@ -85,6 +85,13 @@ def test_row_labels_are_left_out(kind, A, tmp_path, capsys):
     z = zarr.open_array(dst, mode="r")
     np.testing.assert_array_equal(z[...], A)
     assert z.attrs["dask_bid_text_layout"]["row_labels"] is True
+    # the header's names of the data columns are kept (the corner, the label column's
+    # name, is not one of them)
+    names = z.attrs.get("dask_bid_column_names")
+    if kind == "labels-no-header":
+        assert names is None
+    else:
+        assert len(names) == N and names[-1] in ("drug11", "11", "V12")
     # --row-labels none: every column is data (the label column of numbers is then
     # refused only where it holds text)
     if kind in ("pandas-default-index", "pandas-array"):
@@ -116,13 +123,16 @@ def test_a_fit_of_a_pandas_file_is_the_fit_of_its_matrix(A, tmp_path, capsys):
                  *common]) == 0
     capsys.readouterr()
     assert main(["fit", str(path), "--out", str(tmp_path / "csv.zarr"), *common[:-1]]) == 0
-    err = capsys.readouterr().err
+    cap = capsys.readouterr()
     # the phase line says what was left out, why, and how to keep it
-    assert "rows         column 1 of" in err and "--row-labels none" in err
+    assert "rows         column 1 of" in cap.err and "--row-labels none" in cap.err
     ref = zarr.open_group(tmp_path / "ref.zarr", mode="r")
     got = zarr.open_group(tmp_path / "csv.zarr", mode="r")
     np.testing.assert_array_equal(got["columns"][...], ref["columns"][...])
     np.testing.assert_array_equal(got["W"][...], ref["W"][...])
+    # the summary names the selected columns by the header's names
+    picked = ", ".join(f"drug{j}" for j in ref["columns"][...])
+    assert f"names        {picked}\n" in cap.out, cap.out
 
 
 def test_a_column_of_row_numbers_is_refused(A, tmp_path, capsys):

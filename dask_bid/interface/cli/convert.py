@@ -21,6 +21,7 @@ from .reading import (
     count_rows,
     detect_text_layout,
     finite_or_filled,
+    header_names,
     iter_npy_blocks,
     iter_text_blocks,
     npy_header,
@@ -29,7 +30,7 @@ from .reading import (
 
 __all__ = ["convert_to_zarr", "TEXT_SUFFIXES", "CONVERTIBLE_SUFFIXES", "load_in_memory",
            "input_shape", "converted_path", "detect_text_layout", "count_rows",
-           "MISSING_ATTR"]
+           "MISSING_ATTR", "NAMES_ATTR", "column_names"]
 
 #: Files converted to a Zarr store before a fit.
 TEXT_SUFFIXES = (".csv", ".txt", ".tsv")
@@ -41,6 +42,10 @@ MISSING_ATTR = "dask_bid_missing"
 #: Attribute of a store converted from a text file: ``{"header": bool, "row_labels":
 #: bool}``, how the file was read (a store made before it was recorded had no labels).
 LAYOUT_ATTR = "dask_bid_text_layout"
+#: Attribute of a store converted from a text file with a header: the column names (kept
+#: up to :data:`NAMES_MAX` columns), which ``fit`` prints beside the selected columns.
+NAMES_ATTR = "dask_bid_column_names"
+NAMES_MAX = 100_000
 
 
 def _source_stamp(path):
@@ -183,6 +188,10 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
                if fill_missing == KEEP_NAN else {"fill": fill_missing, "n_filled": n_filled})
     more = {} if layout is None else {
         LAYOUT_ATTR: {"header": bool(layout.header), "row_labels": bool(layout.row_labels)}}
+    names = header_names(src, layout) if layout is not None and shape[1] <= NAMES_MAX \
+        else None
+    if names is not None:
+        more[NAMES_ATTR] = names
     # with the completion mark, in one metadata write
     mark_complete(z, **{MISSING_ATTR: missing, "dask_bid_converted_from": stamp, **more})
     return dst
@@ -252,6 +261,17 @@ def _check_layout(existing, src, dst, layout, overwrite):
 def _treatment(fill) -> str:
     return {KEEP_NAN: "--missing mask (NaN kept)",
             "zero": "--fill-missing zero (NaN replaced by 0)"}.get(fill, "no NaN allowed")
+
+
+def column_names(path) -> list[str] | None:
+    """The column names a conversion kept from a text file's header, or None."""
+    import zarr
+
+    try:
+        names = zarr.open_array(path, mode="r").attrs.get(NAMES_ATTR)
+    except Exception:
+        return None
+    return [str(n) for n in names] if isinstance(names, list) else None
 
 
 def converted_fill_count(path, kept=False) -> int:

@@ -20,6 +20,7 @@ from ._core import (
 )
 from .convert import (
     CONVERTIBLE_SUFFIXES,
+    column_names,
     convert_to_zarr,
     converted_fill_count,
     converted_path,
@@ -245,7 +246,10 @@ def run(args):
         t0 = time.perf_counter()
         res = _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch)
     wall = time.perf_counter() - t0
-    lines = result_lines(res) + [f"wall time    {wall:.1f} s (sampling, summary and output)",
+    # a converted text file's header names the selected columns
+    names = column_names(src) if convertible else None
+    lines = result_lines(res, names=names) + [
+        f"wall time    {wall:.1f} s (sampling, summary and output)",
                                  f"result       {out}"]
     if kinds:
         for path in write_plots(res, kinds, plot_stem(out)):

@@ -19,7 +19,7 @@ __all__ = ["TextLayout", "detect_text_layout", "count_rows", "iter_text_blocks",
            "npy_header", "open_npy", "iter_npy_blocks", "MissingValuesError",
            "finite_or_filled", "scan_non_finite", "FILL_CHOICES", "MISSING_CHOICES", "KEEP_NAN",
            "NAN_ADVICE", "ROW_LABEL_CHOICES", "HEADER_CHOICES", "RowIndexCheck",
-           "add_text_options", "text_options", "labels_line"]
+           "add_text_options", "text_options", "labels_line", "header_names"]
 
 #: What ``--fill-missing`` accepts: ``zero`` replaces every NaN by 0 (the paper's fill).
 FILL_CHOICES = ("zero",)
@@ -240,6 +240,19 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
     has_header = (header == "yes" if header != "auto"
                   else _auto_header(path, fields, second, labels))
     return TextLayout(delim, has_header, len(fields), labels, why)
+
+
+def header_names(path, layout: TextLayout) -> list[str] | None:
+    """The column names of a text matrix's header (the label column's name left out), or
+    None without a header or when they do not name every column."""
+    if not layout.header:
+        return None
+    with open(path, encoding="utf-8-sig") as fh:
+        first = next((ln for ln in fh if ln.strip()), "").rstrip("\r\n")
+    names = [_unquoted(f) for f in _split(first, layout.delimiter)]
+    if layout.row_labels and len(names) == layout.n_fields:
+        names = names[1:]  # the corner: the label column's name (or nothing)
+    return names if len(names) == layout.n_cols else None
 
 
 def check_text_columns(path, layout: TextLayout):
