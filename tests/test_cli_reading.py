@@ -176,24 +176,20 @@ def test_ambiguous_first_lines_ask_for_header(A, tmp_path, capsys):
     np.testing.assert_array_equal(load_in_memory(str(cols), header="yes"), A)
 
 
-def test_a_labelled_file_names_file_columns_in_its_refusals(tmp_path):
-    path = tmp_path / "bad.csv"
-    path.write_text("name,a,b,c\nx,1,2,3\ny,4,inf,6\n")
-    with pytest.raises(CLIError, match="line 3, column 3 of"):
-        load_in_memory(str(path))
-    path.write_text("name,a,b,c\nx,1,2,3\ny,4,,6\n")
-    with pytest.raises(CLIError, match="line 3, column 3"):
-        load_in_memory(str(path))
-    path.write_text("name,a,b,c\nx,1,2,3\ny,4,oops,6\n")
-    with pytest.raises(CLIError, match="line 3, column 3 of .* holds 'oops'"):
-        load_in_memory(str(path))
+@pytest.mark.parametrize("text, match", [
+    # the columns named are the file's (the label column counted)
+    ("name,a,b,c\nx,1,2,3\ny,4,inf,6\n", "line 3, column 3 of"),
+    ("name,a,b,c\nx,1,2,3\ny,4,,6\n", "line 3, column 3"),
+    ("name,a,b,c\nx,1,2,3\ny,4,oops,6\n", "line 3, column 3 of .* holds 'oops'"),
     # a ragged labelled row is found, though numpy reads only the data columns
-    path.write_text("name,a,b\nx,1,2\ny,4,5,6\n")
-    with pytest.raises(CLIError, match="line 3 of .* has 4 columns, the first line has 3"):
-        load_in_memory(str(path))
+    ("name,a,b\nx,1,2\ny,4,5,6\n", "line 3 of .* has 4 columns, the first line has 3"),
     # unlabelled, text in the first column: the refusal points at --row-labels
-    path.write_text("1,2,3\nx,5,6\n")
-    with pytest.raises(CLIError, match="--row-labels first"):
+    ("1,2,3\nx,5,6\n", "--row-labels first"),
+], ids=["inf", "nan", "text", "ragged", "unlabelled"])
+def test_refusals_name_the_files_columns(text, match, tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    with pytest.raises(CLIError, match=match):
         load_in_memory(str(path))
 
 
