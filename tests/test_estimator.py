@@ -205,3 +205,16 @@ def test_the_same_matrix_gives_the_same_chain_in_any_container(missing):
         for f in ref.trace_.dtype.names:
             np.testing.assert_array_equal(est.trace_[f], ref.trace_[f])
         np.testing.assert_array_equal(est.components_, ref.components_)
+
+
+def test_the_engine_reads_a_fortran_array_as_the_c_array():
+    """The Dask engine's tiles are C-ordered copies: a Fortran-ordered array gives the
+    chain of the C-ordered one there too."""
+    rng = np.random.default_rng(8)
+    A = rng.standard_normal((50, 4)) @ rng.standard_normal((4, 20))
+    kw = dict(FAST, random_state=0)
+    ref = BayesianID(3, **kw).fit(A, client="synchronous")
+    est = BayesianID(3, **kw).fit(np.asfortranarray(A), client="synchronous")
+    for f in ref.trace_.dtype.names:
+        np.testing.assert_array_equal(est.trace_[f], ref.trace_[f])
+    np.testing.assert_array_equal(est.components_, ref.components_)
