@@ -208,8 +208,8 @@ def test_the_same_matrix_gives_the_same_chain_in_any_container(missing):
 
 
 def test_the_engine_reads_a_fortran_array_as_the_c_array():
-    """The Dask engine's tiles are C-ordered copies: a Fortran-ordered array gives the
-    chain of the C-ordered one there too."""
+    """On the Dask engine too, a Fortran-ordered array gives the chain of the C-ordered
+    one, bit for bit."""
     rng = np.random.default_rng(8)
     A = rng.standard_normal((50, 4)) @ rng.standard_normal((4, 20))
     kw = dict(FAST, random_state=0)
