@@ -43,8 +43,13 @@ class StoreSpec:
     def __init__(self, root, storage_options=None):
         self.root = str(root)
         # a local checkpoint store of a fit whose input is on object storage: no options
-        remote = "://" in self.root and not self.root.startswith("file://")
-        self.storage_options = dict(storage_options) if storage_options and remote else None
+        self.storage_options = (dict(storage_options) if storage_options and not self.local
+                                else None)
+
+    @property
+    def local(self) -> bool:
+        """Whether the group is a directory of this machine (a path or a file:// URL)."""
+        return "://" not in self.root or self.root.startswith("file://")
 
     def __repr__(self):
         return f"StoreSpec({self.root!r})"
@@ -103,9 +108,8 @@ class Checkpointer:
         listing opens every entry, and warns (ZarrUserWarning) about the temporary file
         of a metadata write in progress (``zarr.<hex>.partial``), which another chain's
         thread may be making at that moment. Only checkpoint names are kept anyway."""
-        root = self.spec.root
-        if "://" not in root or root.startswith("file://"):
-            path = os.path.join(root.removeprefix("file://"), "checkpoint")
+        if self.spec.local:
+            path = os.path.join(self.spec.root.removeprefix("file://"), "checkpoint")
             try:
                 return [n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n))]
             except FileNotFoundError:

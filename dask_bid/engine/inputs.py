@@ -124,9 +124,9 @@ _DTYPE_FIX = {
 }
 
 
-def _check_frame_columns(A) -> bool:
-    """Whether ``A`` is a DataFrame (of numbers); names the columns of one that are not
-    numbers (a label column, typically).
+def _frame_of_numbers(A) -> bool:
+    """Whether ``A`` is a DataFrame; one with columns that are not numbers (a label
+    column, typically) is refused, naming them.
 
     ``np.asarray`` would make one object matrix of it, refused for its dtype without a
     word on which column is at fault or what to do. Duck-typed: pandas is not imported.
@@ -432,7 +432,7 @@ def as_matrix_source(A, *, storage_options=None) -> MatrixSource:
     else:
         kind = "numpy"
         if not isinstance(A, np.ndarray):
-            if _check_frame_columns(A):
+            if _frame_of_numbers(A):
                 # pandas' nullable and Arrow dtypes: pd.NA becomes NaN (the missing-value
                 # marker), where np.asarray would give an object matrix
                 A = A.to_numpy(dtype=np.float64, na_value=np.nan)

@@ -16,6 +16,7 @@ from ._core import CLIError, file_suffix, is_url
 from .reading import (
     KEEP_NAN,
     NAN_ADVICE,
+    TEXT_SUFFIXES,
     RowIndexCheck,
     check_text_columns,
     count_rows,
@@ -32,8 +33,7 @@ __all__ = ["convert_to_zarr", "TEXT_SUFFIXES", "CONVERTIBLE_SUFFIXES", "load_in_
            "input_shape", "converted_path", "detect_text_layout", "count_rows",
            "MISSING_ATTR", "NAMES_ATTR", "column_names"]
 
-#: Files converted to a Zarr store before a fit.
-TEXT_SUFFIXES = (".csv", ".txt", ".tsv")
+#: Files converted to a Zarr store before a fit (TEXT_SUFFIXES: reading.py).
 CONVERTIBLE_SUFFIXES = (".npy", *TEXT_SUFFIXES)
 #: Attribute of a converted store: ``{"fill": "zero", "keep" or None, "n_filled": int,
 #: "n_kept": int}`` (NaN replaced by 0 with --fill-missing zero; NaN kept as the
@@ -340,11 +340,11 @@ def load_in_memory(path, fill_missing=None, row_labels="auto", header="auto"):
     # the baselines have no missing-data model: only the fill is offered
     advice = "Pass --fill-missing zero to replace every NaN by 0 (the paper's fill)"
     index = RowIndexCheck(layout, row_labels)
+    label_cols = int(layout is not None and layout.row_labels)
     parts = []
     for r0, block, lines in blocks:
         parts.append(finite_or_filled(block, path, r0, lines, fill_missing, advice,
-                                      label_cols=int(layout is not None
-                                                     and layout.row_labels))[0])
+                                      label_cols=label_cols)[0])
         index.update(r0, parts[-1])
     index.check(path)
     return np.concatenate(parts, axis=0)

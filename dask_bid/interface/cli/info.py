@@ -308,8 +308,7 @@ def run(args):
         print_lines(sparse_info_lines(info))
         return 0
     if info is None:
-        info = describe_path(args.path, **text_options(
-            args, args.path if not is_url(args.path) else None))
+        info = describe_path(args.path, **text_options(args, args.path))
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return 0

@@ -19,7 +19,8 @@ __all__ = ["TextLayout", "detect_text_layout", "count_rows", "iter_text_blocks",
            "npy_header", "open_npy", "iter_npy_blocks", "MissingValuesError",
            "finite_or_filled", "scan_non_finite", "FILL_CHOICES", "MISSING_CHOICES", "KEEP_NAN",
            "NAN_ADVICE", "ROW_LABEL_CHOICES", "HEADER_CHOICES", "RowIndexCheck",
-           "add_text_options", "text_options", "labels_line", "header_names"]
+           "add_text_options", "text_options", "labels_line", "header_names",
+           "TEXT_SUFFIXES"]
 
 #: What ``--fill-missing`` accepts: ``zero`` replaces every NaN by 0 (the paper's fill).
 FILL_CHOICES = ("zero",)
@@ -33,6 +34,9 @@ NAN_ADVICE = ("Pass --missing mask to fit the observed entries only (NaN marks a
               "entry), or --fill-missing zero to replace every NaN by 0 (the paper's fill)")
 
 _DELIM_NAMES = {None: "whitespace", ",": "comma", "\t": "tab"}
+
+#: Text matrices: what ``fit`` converts and ``--row-labels`` / ``--header`` apply to.
+TEXT_SUFFIXES = (".csv", ".txt", ".tsv")
 
 #: What ``--row-labels`` accepts. ``auto``: the first column holds row labels when the
 #: file says so (below); ``first``: it does; ``none``: every column is data.
@@ -60,8 +64,7 @@ def text_options(args, src) -> dict:
     opts = {"row_labels": getattr(args, "row_labels", "auto"),
             "header": getattr(args, "header", "auto")}
     given = [f"--{k.replace('_', '-')} {v}" for k, v in opts.items() if v != "auto"]
-    text = isinstance(src, str) and "://" not in src and file_suffix(src) in (
-        ".csv", ".txt", ".tsv")
+    text = isinstance(src, str) and "://" not in src and file_suffix(src) in TEXT_SUFFIXES
     if given and not text:
         raise CLIError(f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to text "
                        f"INPUT files (.csv, .txt, .tsv); {src!r} is read as is: leave "
