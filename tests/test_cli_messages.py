@@ -139,6 +139,9 @@ CASES = [
      ["column 1 of", "row numbers 0, 1, ..., 39", "--row-labels first", "--row-labels none"]),
     ("line 1: a header or a row?", _csv_numeric_names, [],
      ["line 1 of", "could be a header", "--header yes or --header no"]),
+    ("--scheduler that is not a scheduler address", _npy_good, ["--scheduler", "processes"],
+     ["--scheduler processes names one of dask's single-machine schedulers",
+      "--scheduler local (", "--scheduler synchronous (", "tcp://host:8786"]),
     ("--row-labels or --header with a file that is not text", _npy_good,
      ["--row-labels", "first"], ["--row-labels first applies to text INPUT files"]),
 ]
@@ -436,3 +439,12 @@ def test_every_option_of_every_command_has_help():
     for name, p in sub.choices.items():
         for action in p._actions:
             assert action.help, f"dask-bid {name} {action.option_strings or action.dest}"
+
+
+def test_demo_refuses_a_scheduler_that_is_no_address_before_writing(tmp_path, capsys):
+    """The demo writes its matrix and compiles before it connects: a misspelt --scheduler
+    is refused first, and no output folder is made."""
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--scheduler", "http://127.0.0.1:8787"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "is a web address", "tcp://")
+    assert not out.exists()

@@ -15,6 +15,8 @@ import hashlib
 import os
 import re
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -546,8 +548,40 @@ def test_scheduler_that_does_not_answer(store):
             match=re.escape(repr(address)) + r" within 1 s.*dask scheduler"):
         BayesianID(3, **FAST).fit(store, client=address)
     assert time.perf_counter() - t0 < 15.0
-    with pytest.raises(ConnectionError):  # SchedulerUnreachableError is a ConnectionError
-        bayesian_id(store, 3, client="tcp://127.0.0.1", **FAST)
+
+
+@pytest.mark.parametrize("client, fragments", [
+    ("processes", ["dask's single-machine schedulers", "client=None", "client='synchronous'"]),
+    ("Threads", ["dask's single-machine schedulers", "tcp://host:8786"]),
+    ("http://127.0.0.1:8787", ["is a web address", "starts with tcp://", "8786"]),
+    ("tcp://127.0.0.1", ["is not a scheduler address", "missing port", "tcp://host:8786"]),
+    ("udp://127.0.0.1:8786", ["is not a scheduler address", "unknown address scheme 'udp'"]),
+])
+def test_a_string_that_is_no_scheduler_address_is_refused_first(client, fragments, tmp_path):
+    """Refused as a parameter before the input is read or anything written: distributed
+    would fail on it only while connecting ("within 5 s", although nothing was tried)."""
+    out = tmp_path / "out.zarr"
+    with pytest.raises(ParameterError) as info:
+        bayesian_id(str(tmp_path / "no-such-input.zarr"), 3, client=client, out=str(out),
+                    **FAST)
+    for f in fragments:
+        assert f in str(info.value), (f, str(info.value))
+    assert "\n" not in str(info.value) and not out.exists()
+
+
+def test_a_refused_address_leaves_no_hanging_client_behind():
+    """distributed's half-made Client, left by a malformed address, printed a TimeoutError
+    traceback from its __del__ when the interpreter exits (after waiting 10 s)."""
+    code = ("import numpy as np, dask_bid\n"
+            "try:\n"
+            "    dask_bid.bayesian_id(np.ones((6, 4)), 2, client='threads', n_iter=4, "
+            "burn_in=2)\n"
+            "except dask_bid.ParameterError as e:\n"
+            "    print(type(e).__name__)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout == "ParameterError\n", r.stderr[-2000:]
+    assert "Exception ignored" not in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 # --------------------------------------------------------------------------- no reads

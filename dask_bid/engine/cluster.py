@@ -35,11 +35,11 @@ import weakref
 
 import dask
 
-from .._errors import SchedulerUnreachableError, VersionMismatchError
+from .._errors import ParameterError, SchedulerUnreachableError, VersionMismatchError
 
 __all__ = ["cluster_executor", "SyncExecutor", "DistributedExecutor", "RECOVERABLE_ERRORS",
            "SCHEDULER_TIMEOUT", "scheduler_timeout", "CHECKED_PACKAGES", "check_worker_versions",
-           "check_cluster_versions", "package_versions"]
+           "check_cluster_versions", "package_versions", "check_client_arg"]
 
 log = logging.getLogger("dask_bid.engine")
 
@@ -293,9 +293,57 @@ def check_cluster_versions(client):
         check_worker_versions(client)
 
 
+#: dask's own single-machine schedulers, which a user may take for ours
+_DASK_LOCAL_NAMES = ("threads", "threading", "processes", "multiprocessing")
+_CHOICES = ("pass client=None (a LocalCluster of 2 worker processes, started and stopped "
+            "here), client='synchronous' (this process) or a running scheduler's address "
+            "(tcp://host:8786)")
+
+
+def check_client_arg(client):
+    """Refuse a ``client=`` string that cannot be a scheduler address, before anything is
+    read or connected to.
+
+    ``distributed.Client`` fails on such a string only while connecting, and the half-made
+    client then hangs the interpreter's exit for 10 s with a traceback (its ``__del__``):
+    hence this check, with a message that says what was probably meant.
+    """
+    if not isinstance(client, str) or client.lower() in _SYNC_NAMES:
+        return
+    from distributed.comm import registry
+    from distributed.comm.addressing import parse_address
+
+    low = client.strip().lower()
+    if low in _DASK_LOCAL_NAMES:
+        raise ParameterError(
+            f"client={client!r} names one of dask's single-machine schedulers, which "
+            f"dask_bid does not use (its tasks keep state on distributed workers): {_CHOICES}.")
+    if low.startswith(("http://", "https://")):
+        raise ParameterError(
+            f"client={client!r} is a web address (a dashboard's?), not a scheduler's: the "
+            "scheduler's address starts with tcp:// and has its own port, 8786 by default "
+            "(the 'Scheduler at:' line of `dask scheduler`, or Client.scheduler.address).")
+    try:
+        scheme, loc = parse_address(client, strict=False)
+        backend = registry.get_backend(scheme)
+        try:
+            backend.get_address_host_port(loc)
+        except NotImplementedError:  # inproc:// has no host and port
+            pass
+    except (ValueError, TypeError) as exc:
+        raise ParameterError(
+            f"client={client!r} is not a scheduler address ({_one_line(exc)}): "
+            f"{_CHOICES}.") from None
+
+
+def _one_line(exc) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def _connect(address, timeout):
     from distributed import Client
 
+    check_client_arg(address)
     try:
         return Client(address, timeout=timeout, set_as_default=False)
     except Exception as exc:  # OSError, TimeoutError, ValueError for malformed addresses
@@ -323,8 +371,6 @@ def cluster_executor(client=None, *, timeout=None, n_workers=2,
         return
     if client is not None:
         if not (hasattr(client, "submit") and hasattr(client, "scheduler_info")):
-            from .._errors import ParameterError
-
             raise ParameterError(
                 f"client must be a distributed.Client, a scheduler address string, "
                 f"'synchronous' or None, got {type(client).__name__}.")

@@ -19,7 +19,12 @@ from .._errors import CheckpointError, DaskBidError, ParameterError
 from .._interrupt import fit_latch
 from .chain import run_chain
 from .checkpoint import Checkpointer, StoreSpec, warn_fallback
-from .cluster import RECOVERABLE_ERRORS, check_cluster_versions, cluster_executor
+from .cluster import (
+    RECOVERABLE_ERRORS,
+    check_client_arg,
+    check_cluster_versions,
+    cluster_executor,
+)
 from .dask_backend import DaskBackend, MaskedDaskBackend, TileSource, plan_layout
 from .fingerprint import compare_checksum, compare_metadata, metadata_fingerprint
 from .inputs import check_chunks, with_mask
@@ -294,6 +299,7 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
     from ..kernels.rng import root_entropy
 
     _check_engine_kwargs(out, overwrite, resume, checkpoint_every, chunks, callback)
+    check_client_arg(client)
     if not isinstance(allow_missing_chunks, (bool, np.bool_)):
         raise ParameterError(
             f"allow_missing_chunks must be True or False, got {allow_missing_chunks!r}.")

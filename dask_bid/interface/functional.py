@@ -6,6 +6,7 @@ import numpy as np
 
 from .._errors import InputShapeError, NonFiniteInputError, ParameterError
 from ..engine.chain import run_chain
+from ..engine.cluster import check_client_arg
 from ..engine.fit import ENGINE_DEFAULTS
 from ..engine.inputs import as_matrix_source, with_mask
 from ..engine.memory import MaskedMemoryBackend, MemoryBackend
@@ -129,6 +130,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     if unknown:
         raise TypeError(f"bayesian_id() got unexpected keyword arguments {sorted(unknown)}")
     p = {**DEFAULTS, **kwargs, "n_components": n_components}
+    check_client_arg(engine_kw.get("client"))  # a misspelt address: before A is read
     src = as_matrix_source(A, storage_options=engine_kw.get("storage_options"))
     p = validate_params(p, n_cols=src.shape[1])
     masked = p["missing"] == "mask"

@@ -44,7 +44,9 @@ def run_demo(out=None, *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
     n_workers : int
         Workers of the local cluster.
     scheduler : str, optional
-        Address of a running Dask scheduler to use instead of a local cluster.
+        Address of a running Dask scheduler to use instead of a local cluster,
+        ``"synchronous"`` (this process) or ``"local"`` (the default, a local cluster).
+        Anything else is refused before any work.
     plot : bool
         Write ``result.png`` (skipped, with a note, when matplotlib is not installed).
 
@@ -59,6 +61,12 @@ def run_demo(out=None, *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
     from ...engine import to_zarr
     from ..functional import bayesian_id
 
+    if scheduler is not None and scheduler.lower() == "local":  # as for fit: the default
+        scheduler = None
+    if scheduler is not None:  # a misspelt address: refused before the matrix is made
+        from ...engine.cluster import check_client_arg
+
+        check_client_arg(scheduler)
     s = dict(DEMO_SETTINGS)
     if n_iter is not None:
         s["n_iter"] = int(n_iter)
@@ -164,7 +172,8 @@ def add_parser(sub):
                       help="workers of the local cluster (default: 2)")
     demo.add_argument("--scheduler", default=None, metavar="ADDRESS",
                       help="use this Dask scheduler (tcp://host:8786, or 'synchronous' for "
-                      "this process) instead of starting a local cluster")
+                      "this process) instead of starting a local cluster ('local', the "
+                      "default)")
     demo.add_argument("-q", "--quiet", action="store_true", help="print nothing")
     demo.set_defaults(func=run)
     return demo

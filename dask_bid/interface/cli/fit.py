@@ -186,6 +186,10 @@ def run(args):
         overwrite = True
     else:
         _check_out_free(out, args)
+    if args.scheduler is not None and args.scheduler.lower() != "local":
+        from ...engine.cluster import check_client_arg
+
+        check_client_arg(args.scheduler)  # 'processes' and the like: before any work
     kinds = parse_plot_kinds(args.plot) if args.plot else []
     params = params_from_args(args)
     src = args.input
