@@ -18,13 +18,13 @@ from __future__ import annotations
 import numbers
 import os
 import time
-import warnings
 from functools import partial
 
 import numpy as np
 import scipy.linalg as sla
 
 from .._errors import InputShapeError, NonFiniteInputError, NotFittedError, ParameterError
+from .._warn import warn
 from ..engine.inputs import as_matrix_source, open_zarr_array
 from ..interface._sklearn import (
     check_features,
@@ -375,12 +375,11 @@ class RandomizedID:
         else:
             J, W, full_rank, passes = self._fit_randomized(X, K)
         if not full_rank:
-            warnings.warn(
+            warn(
                 f"the selected columns of A are numerically rank deficient (rank < "
                 f"n_components={K}); W is the minimum-norm least-squares solution and the "
                 "ID is not unique. Choose a smaller n_components.",
                 UserWarning,
-                stacklevel=2,
             )
         W = _finalize_w(W, J)
         self.columns_ = J
@@ -631,10 +630,10 @@ def select_columns(A, n_components, **kwargs):
     # on the pivoted R that chose J
     d = np.abs(np.diag(R)[:K])
     if d.size < K or d.min() <= _rank_tol(d, max(X.shape[0], K)):
-        warnings.warn(
+        warn(
             f"the selected columns of A are numerically rank deficient (rank < "
             f"n_components={K}); any basis of K columns is. Choose a smaller n_components.",
-            UserWarning, stacklevel=2)
+            UserWarning)
     return J
 
 

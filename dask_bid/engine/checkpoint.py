@@ -21,9 +21,9 @@ from __future__ import annotations
 import logging
 import os
 import re
-import warnings
 
 from .._errors import CheckpointError
+from .._warn import warn
 from .serialize import load_state, save_state
 
 __all__ = ["StoreSpec", "Checkpointer", "save_blob", "load_blob", "checkpoint_name",
@@ -90,7 +90,7 @@ def load_blob(spec: StoreSpec, path: str):
 def warn_fallback(message: str):
     """Say that a checkpoint was skipped (a warning and the engine's log)."""
     log.warning("%s", message)
-    warnings.warn(message, CheckpointFallbackWarning, stacklevel=3)
+    warn(message, CheckpointFallbackWarning)
 
 
 class Checkpointer:

@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from .._errors import FitFailedError
+from .._warn import warn
 
 __all__ = ["SAFE_LOG2", "scale_exponent", "ScaledReader", "scale_params", "unscale_result",
            "check_finite_result", "check_range", "min_nonzero_abs", "fit_scaled_in_memory",
@@ -136,12 +137,10 @@ def unscale_result(res, exponent):
         trace["sigma2"] = up(trace["sigma2"])
         res.trace = trace
     if not (np.isfinite(res.sigma2) and np.isfinite(res.mse)):
-        import warnings
-
-        warnings.warn(
+        warn(
             f"sigma2 and the MSE exceed float64's range in A's units (A was fitted as "
             f"A / 2^{e}); they are reported as inf. The columns and W are exact.",
-            RuntimeWarning, stacklevel=3)
+            RuntimeWarning)
     res.params = {**res.params, "input_scale_log2": e}
     return res
 

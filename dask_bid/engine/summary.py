@@ -6,11 +6,10 @@ their protocol (``posterior``, ``traces``, ``init_blocks`` for refinement).
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from .._errors import ConvergenceWarning, ParameterError
+from .._warn import warn
 from .chain import ChainConfig, lstsq_estimate, map_estimate, refine
 from .result import TRACE_DTYPE, BIDResult
 
@@ -341,5 +340,5 @@ def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=Non
         params=params, draws_w=draws_w)
     conv = failed_convergence(res)
     if conv is not None:
-        warnings.warn(conv.message(), ConvergenceWarning, stacklevel=2)
+        warn(conv.message(), ConvergenceWarning)
     return res

@@ -334,6 +334,7 @@ def fit_k_grid(A, k_values, *, baseline="randomized", random_state=0, **params):
     import warnings
 
     from .._errors import ConvergenceWarning
+    from .._warn import warn
     from ..engine.summary import failed_convergence
 
     out, failed = [], []
@@ -347,11 +348,11 @@ def fit_k_grid(A, k_values, *, baseline="randomized", random_state=0, **params):
         if failed_convergence(res) is not None:
             failed.append(k)
     if failed:
-        warnings.warn(
+        warn(
             f"{len(failed)} of the {len(ks)} fits of the grid did not pass the convergence "
             f"check (K = {', '.join(map(str, failed))}): their error is that of the best "
             "basis visited, but their posterior summaries are not to be trusted (longer "
-            "chains: n_iter)", ConvergenceWarning, stacklevel=2)
+            "chains: n_iter)", ConvergenceWarning)
     if baseline is not None:
         from ..baselines import RandomizedID
 
