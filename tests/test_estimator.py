@@ -68,6 +68,26 @@ def test_fitted_attributes(fitted, data):
     assert np.all(est.components_sd_[:, est.columns_] == 0)
 
 
+def _documented_attributes(cls):
+    doc = cls.__doc__.split("Attributes\n    ----------\n", 1)[1].split("\n\n", 1)[0]
+    return {ln.split(" : ")[0].strip() for ln in doc.splitlines()
+            if ln.startswith("    ") and not ln.startswith("        ") and " : " in ln}
+
+
+@pytest.mark.parametrize("missing", ["zero", "mask"])
+def test_every_fitted_attribute_is_documented(data, missing):
+    """numpydoc's Attributes section lists exactly what fit sets (mse_observed_ and three
+    others were set but undocumented)."""
+    from dask_bid.baselines import RandomizedID
+
+    est = BayesianID(3, missing=missing, random_state=1, **FAST).fit(data)
+    fitted = {k for k in vars(est) if k.endswith("_") and not k.startswith("_")}
+    assert fitted == _documented_attributes(BayesianID)
+    rid = RandomizedID(3, random_state=0).fit(data)
+    fitted = {k for k in vars(rid) if k.endswith("_") and not k.startswith("_")}
+    assert fitted == _documented_attributes(RandomizedID)
+
+
 def test_transform_and_inverse_transform(fitted, data):
     C = fitted.transform(data)
     np.testing.assert_array_equal(C, data[:, fitted.columns_])

@@ -223,8 +223,17 @@ class BayesianID:
         ``problems``). A fit of an exact sampler that fails it warns
         (``ConvergenceWarning``); docs/diagnostics.md, "Convergence".
     mse_ : float
-        ||A - A[:, J] W||^2 / (M N) of the point estimate, computed directly.
+        ||A - A[:, J] W||^2 / (M N) of the point estimate, computed directly. With
+        ``missing="mask"`` a missing entry counts as 0 here (as in the paper's fill).
+    mse_observed_ : float or None
+        With ``missing="mask"``: the same error over the observed entries only (divided
+        by their count), the one the masked model fits; None otherwise.
+    max_abs_w_ : float
+        max |W|, at most the bound.
     n_features_in_ : int
+        N, the number of columns of the matrix fitted.
+    n_samples_ : int
+        M, its number of rows.
     result_ : BIDResult
         Everything the fit produced, including the retained draws.
 
