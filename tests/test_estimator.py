@@ -220,11 +220,48 @@ def test_the_same_matrix_gives_the_same_chain_in_any_container(missing):
     ref = BayesianID(3, **kw).fit(A)
     nullable = pd.DataFrame(A).astype("Float64")
     assert nullable.isna().sum().sum() == (2 if missing == "mask" else 0)
-    for X in (np.asfortranarray(A), pd.DataFrame(A), nullable):
+    masked = np.ma.masked_invalid(A)  # a numpy masked array: masked reads as missing
+    assert np.ma.count_masked(masked) == (2 if missing == "mask" else 0)
+    for X in (np.asfortranarray(A), pd.DataFrame(A), nullable, masked):
         est = BayesianID(3, **kw).fit(X)
         for f in ref.trace_.dtype.names:
             np.testing.assert_array_equal(est.trace_[f], ref.trace_[f])
         np.testing.assert_array_equal(est.components_, ref.components_)
+
+
+def test_a_masked_arrays_masked_entries_are_missing_not_the_values_under_them(tmp_path):
+    """np.asarray drops a masked array's mask: the values hidden under it were fitted as
+    data. They read as NaN now, in memory and on the engine; without missing='mask' the
+    refusal speaks of masked entries."""
+    from dask_bid._errors import NonFiniteInputError
+
+    rng = np.random.default_rng(9)
+    A = rng.standard_normal((40, 3)) @ rng.standard_normal((3, 12))
+    hidden = A.copy()
+    hidden[2, 5] = hidden[30, 1] = 1e6  # would dominate any fit that reads them
+    X = np.ma.masked_array(hidden, mask=np.abs(hidden) > 1e5)
+    with_nan = np.where(X.mask, np.nan, hidden)
+    kw = dict(FAST, random_state=0, missing="mask")
+    for engine in ({}, {"client": "synchronous"}):
+        ref = bayesian_id(with_nan, 3, **kw, **engine)
+        res = bayesian_id(X, 3, **kw, **engine)
+        np.testing.assert_array_equal(res.components, ref.components)
+        np.testing.assert_array_equal(res.trace["sigma2"], ref.trace["sigma2"])
+    with pytest.raises(NonFiniteInputError, match="masked array with 2 masked entries.*"
+                       "missing='mask'"):
+        BayesianID(3, **FAST).fit(X)
+
+
+def test_a_dask_array_of_unknown_shape_is_refused_naming_the_fix():
+    import dask.array as da
+
+    from dask_bid._errors import InputShapeError
+
+    A = da.from_array(np.random.default_rng(0).standard_normal((30, 8)), chunks=(10, 4))
+    X = A[A[:, 0] > -10]  # boolean indexing: the row count is unknown (NaN)
+    with pytest.raises(InputShapeError, match=r"unknown shape \(nan, 8\).*"
+                       r"compute_chunk_sizes\(\)"):
+        bayesian_id(X, 2, client="synchronous", **FAST)
 
 
 def test_the_engine_reads_a_fortran_array_as_the_c_array():

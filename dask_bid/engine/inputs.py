@@ -431,7 +431,14 @@ def as_matrix_source(A, *, storage_options=None) -> MatrixSource:
         kind = "dask"
     else:
         kind = "numpy"
-        if not isinstance(A, np.ndarray):
+        if isinstance(A, np.ma.MaskedArray):
+            # np.asarray would drop the mask and fit the values hidden under it: a masked
+            # entry reads as NaN instead, the missing-value marker (missing="mask")
+            if np.ma.getmask(A) is np.ma.nomask or not np.ma.getmask(A).any():
+                A = np.ma.getdata(A)
+            else:
+                A = (A if A.dtype.kind == "f" else A.astype(np.float64)).filled(np.nan)
+        elif not isinstance(A, np.ndarray):
             if _frame_of_numbers(A):
                 # pandas' nullable and Arrow dtypes: pd.NA becomes NaN (the missing-value
                 # marker), where np.asarray would give an object matrix
@@ -441,6 +448,11 @@ def as_matrix_source(A, *, storage_options=None) -> MatrixSource:
             except Exception as exc:
                 raise InputDTypeError(f"cannot convert input of type {type(A).__name__} "
                                       f"to an array: {exc}") from exc
+    if kind == "dask" and any(np.isnan(s) for s in A.shape):
+        raise InputShapeError(
+            f"A is a dask array of unknown shape {A.shape} (after boolean indexing, or from "
+            "a dataframe): call A.compute_chunk_sizes() first (for a dask dataframe, "
+            "df.to_dask_array(lengths=True)).")
     shape = tuple(int(s) for s in A.shape)
     if len(shape) != 2:
         raise InputShapeError(

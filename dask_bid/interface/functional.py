@@ -88,6 +88,19 @@ def _initial_columns(A, p, entropy, chain):
             "missing='mask' to treat NaN as missing.") from exc
 
 
+def _check_masked_array(A, missing):
+    """A numpy masked array's masked entries are read as NaN (engine/inputs.py), which only
+    ``missing="mask"`` accepts: say so in the array's own terms, not as NaN it never held."""
+    if not isinstance(A, np.ma.MaskedArray) or str(missing).lower() == "mask":
+        return
+    n = int(np.ma.count_masked(A))
+    if n:
+        raise NonFiniteInputError(
+            f"A is a masked array with {n} masked entries, which are missing values: pass "
+            "missing='mask' to leave them out of the likelihood, or fill them first, e.g. "
+            "A.filled(0) (the paper's fill).")
+
+
 def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     """Bayesian interpolative decomposition A ~ A[:, J] W with |W| <= 1 (Lu, 2022).
 
@@ -131,6 +144,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         raise TypeError(f"bayesian_id() got unexpected keyword arguments {sorted(unknown)}")
     p = {**DEFAULTS, **kwargs, "n_components": n_components}
     check_client_arg(engine_kw.get("client"))  # a misspelt address: before A is read
+    _check_masked_array(A, p["missing"])
     src = as_matrix_source(A, storage_options=engine_kw.get("storage_options"))
     p = validate_params(p, n_cols=src.shape[1])
     masked = p["missing"] == "mask"
