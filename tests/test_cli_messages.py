@@ -100,6 +100,14 @@ def _zarr_good(d):
     return d / "in.zarr"
 
 
+def _triplets_from_one(d):
+    """MovieLens' layout: user, item, rating, counted from 1."""
+    rng = np.random.default_rng(0)
+    lines = [f"{r}\t{c}\t{rng.integers(1, 6)}" for r in range(1, 13) for c in range(1, 6)]
+    (d / "ratings.tsv").write_text("\n".join(lines) + "\n")
+    return d / "ratings.tsv"
+
+
 def _planted():
     from dask_bid.interface.demo import make_demo_matrix
 
@@ -142,6 +150,9 @@ CASES = [
     ("--scheduler that is not a scheduler address", _npy_good, ["--scheduler", "processes"],
      ["--scheduler processes names one of dask's single-machine schedulers",
       "--scheduler local (", "--scheduler synchronous (", "tcp://host:8786"]),
+    ("a triplet file that counts from 1, without --index-base", _triplets_from_one,
+     ["--format", "triplets", "--missing", "mask"],
+     ["column 0 of", "holds no entry", "counts rows and columns from 1", "--index-base 1"]),
     ("--row-labels or --header with a file that is not text", _npy_good,
      ["--row-labels", "first"], ["--row-labels first applies to text INPUT files"]),
 ]
@@ -448,3 +459,21 @@ def test_demo_refuses_a_scheduler_that_is_no_address_before_writing(tmp_path, ca
     assert main(["demo", "--out", str(out), "--scheduler", "http://127.0.0.1:8787"]) == 2
     assert_one_line_error(capsys.readouterr().err, "is a web address", "tcp://")
     assert not out.exists()
+
+
+def test_a_triplet_file_counting_from_1_read_with_and_without_index_base(tmp_path, capsys):
+    """convert refuses it as fit does (and leaves no store), info notes it, and
+    --index-base 1 fits it."""
+    src = _triplets_from_one(tmp_path)
+    store = tmp_path / "r.zarr"
+    assert main(["convert", str(src), "--format", "triplets", "--out", str(store), "-q"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "--index-base 1")
+    assert not store.exists()
+    assert main(["info", str(src), "--format", "triplets"]) == 0
+    assert "column 0 holds no entry" in capsys.readouterr().out
+    assert main(["info", str(src), "--format", "triplets", "--index-base", "1"]) == 0
+    assert "column 0 holds no entry" not in capsys.readouterr().out
+    out = tmp_path / "o.zarr"
+    assert main(["fit", str(src), "--format", "triplets", "--missing", "mask",
+                 "--index-base", "1", "--k", "2", "--out", str(out), *FAST, "-q"]) == 0
+    assert out.is_dir()

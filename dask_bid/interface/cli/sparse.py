@@ -111,15 +111,38 @@ def sparse_input(args, out, masked, quiet):
         raise CLIError(f"--format triplets reads a local file; {src!r} is not one.")
     dst = converted_path(src, out)
     if _reusable(dst, src, args):
+        _check_counts_from_zero(dst, src, args, made=False)
         say(f"input        {dst} (converted from {src} before; unchanged)", quiet=quiet)
         return dst
     from ..sparse_io import convert_triplets
 
     overwrite = args.overwrite or _ours(dst, src)
     res = convert_triplets(src, dst, overwrite=overwrite, quiet=quiet, **_triplet_kw(args))
+    _check_counts_from_zero(dst, src, args, made=True)
     say(f"converted    {src} -> {dst} ({res.nnz} observed of {res.shape[0]} x "
         f"{res.shape[1]}, {res.nnz / (res.shape[0] * res.shape[1]):.3%})", quiet=quiet)
     return dst
+
+
+def _check_counts_from_zero(dst, src, args, made):
+    """A file that counts from 1 read from 0 (no --index-base) has an empty column 0,
+    which the fit refuses as "columns [0] have no observed entry; drop them first": the
+    file's own fix is --index-base 1. Said before the kernels compile, and the store
+    converted for this run is removed (a retry converts again)."""
+    if args.index_base is not None:
+        return
+    from ...engine.sparse_store import SparseZarrReader
+
+    counts = SparseZarrReader(dst).column_counts()
+    if counts.size == 0 or counts[0] != 0:
+        return
+    if made:
+        import shutil
+
+        shutil.rmtree(dst, ignore_errors=True)
+    raise CLIError(f"column 0 of {src!r} holds no entry, as when a file counts rows and "
+                   "columns from 1 (read here from 0, the default): pass --index-base 1 if it "
+                   "does (MovieLens does); a column with no entry cannot be fitted.")
 
 
 def _source_meta(dst):
@@ -169,7 +192,9 @@ def describe_sparse(args):
         scan = scan_triplets(path, quiet=True, **_triplet_kw(args))
         return {"kind": "triplet file", "path": path, "shape": list(scan.shape),
                 "n_observed": scan.nnz, "n_nan_dropped": scan.n_nan, "header": scan.header,
-                "file_size": os.path.getsize(path)}
+                "file_size": os.path.getsize(path),
+                "column_0_empty": bool(args.index_base is None and scan.counts.size
+                                       and scan.counts[0] == 0)}
     if not is_sparse_store(path):
         return None
     src = open_sparse(path)
@@ -194,6 +219,9 @@ def sparse_info_lines(info):
                      + (", one header line" if info["header"] else ""))
         lines.append("  note       `dask-bid fit FILE --format triplets --missing mask` "
                      "converts it to a sparse store next to --out")
+        if info.get("column_0_empty"):
+            lines.append("  note       column 0 holds no entry: the file counts from 1? Then "
+                         "pass --index-base 1 (read here from 0, the default)")
     else:
         lines.append(f"  layout     {info['format']}, {info['n_blocks']} column block(s)")
         src = info.get("source") or {}
@@ -217,6 +245,7 @@ def run_convert(args):
         raise CLIError(f"--format triplets reads a local file; {src!r} is not one.")
     res = convert_triplets(src, dst, overwrite=args.overwrite, quiet=args.quiet,
                            **_triplet_kw(args))
+    _check_counts_from_zero(dst, src, args, made=True)
     M, N = res.shape
     say(f"converted    {src} -> {dst} ({res.nnz} observed of {M} x {N}, "
         f"{res.nnz / (M * N):.3%})", quiet=args.quiet)
