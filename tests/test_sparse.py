@@ -313,6 +313,21 @@ def test_refusals_of_sparse_fits(tmp_path):
         bayesian_id(_coo(B), K, **KW)
 
 
+def test_a_store_from_a_file_counting_from_1_read_from_0_is_refused_naming_index_base(
+        tmp_path):
+    """Its column 0 is empty: refused from the store's column counts, before any pass,
+    with the conversion's fix."""
+    A = _matrix()
+    path = tmp_path / "t.tsv"
+    _write_triplets(path, A, base=1)
+    convert_triplets(path, tmp_path / "t0.zarr", quiet=True)  # index_base=0, the default
+    with pytest.raises(InputShapeError, match=r"columns \[0\] have no observed entry.*"
+                       "convert it with index_base=1"):
+        bayesian_id(str(tmp_path / "t0.zarr"), K, **KW)
+    convert_triplets(path, tmp_path / "t1.zarr", index_base=1, quiet=True)
+    assert bayesian_id(str(tmp_path / "t1.zarr"), K, **KW).components.shape == (K, N)
+
+
 def test_estimator_refuses_scipy_input_with_missing_zero():
     from dask_bid import InputDTypeError
 

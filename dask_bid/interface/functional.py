@@ -206,6 +206,16 @@ def _sparse_engine_kw(src, p, mask, engine_kw):
     if isinstance(p["init"], str) and p["init"] == "cpqr":
         raise ParameterError("init='cpqr' needs the dense matrix; a sparse input starts from "
                              "init='sketch' (what init='auto' picks for it) or 'random'.")
+    # the column counts are metadata: empty columns are refused before any pass
+    empty = np.flatnonzero(src.array.column_counts() == 0)
+    if empty.size:
+        source = (getattr(src.array, "meta", None) or {}).get("source") or {}
+        hint = ("; if the triplet file counts from 1, convert it with index_base=1"
+                if empty[0] == 0 and source.get("index_base") == 0 else "")
+        raise InputShapeError(
+            f"columns {empty[:5].tolist()} have no observed entry in the sparse input "
+            f"({empty.size} in all); drop them first (e.g. X[:, X.getnnz(axis=0) > 0])"
+            f"{hint}.")
     if src.path is None and engine_kw.get("client") is None:
         try:
             from distributed import Client
