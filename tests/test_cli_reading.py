@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import zarr
 
+from dask_bid import open_result
 from dask_bid.interface.cli import CLIError, convert_to_zarr, main
 from dask_bid.interface.cli.convert import load_in_memory
 from dask_bid.interface.demo import make_demo_matrix
@@ -133,6 +134,15 @@ def test_a_fit_of_a_pandas_file_is_the_fit_of_its_matrix(A, tmp_path, capsys):
     # the summary names the selected columns by the header's names
     picked = ", ".join(f"drug{j}" for j in ref["columns"][...])
     assert f"names        {picked}\n" in cap.out, cap.out
+    # ... and the result keeps them: info RESULT and the library read them back
+    assert main(["info", str(tmp_path / "csv.zarr")]) == 0
+    assert f"  names      {picked}\n" in capsys.readouterr().out
+    est = open_result(tmp_path / "csv.zarr")
+    assert list(est.feature_names_in_) == [f"drug{j}" for j in range(A.shape[1])]
+    assert ", ".join(est.get_feature_names_out()) == picked
+    assert main(["info", str(tmp_path / "ref.zarr")]) == 0  # a .npy has no names
+    assert "names" not in capsys.readouterr().out
+    assert not hasattr(open_result(tmp_path / "ref.zarr"), "feature_names_in_")
 
 
 def test_a_column_of_row_numbers_is_refused(A, tmp_path, capsys):

@@ -77,15 +77,19 @@ def _documented_attributes(cls):
 @pytest.mark.parametrize("missing", ["zero", "mask"])
 def test_every_fitted_attribute_is_documented(data, missing):
     """numpydoc's Attributes section lists exactly what fit sets (mse_observed_ and three
-    others were set but undocumented)."""
+    others were set but undocumented); a DataFrame's fit sets feature_names_in_ too."""
+    import pandas as pd
+
     from dask_bid.baselines import RandomizedID
 
-    est = BayesianID(3, missing=missing, random_state=1, **FAST).fit(data)
-    fitted = {k for k in vars(est) if k.endswith("_") and not k.startswith("_")}
-    assert fitted == _documented_attributes(BayesianID)
-    rid = RandomizedID(3, random_state=0).fit(data)
-    fitted = {k for k in vars(rid) if k.endswith("_") and not k.startswith("_")}
-    assert fitted == _documented_attributes(RandomizedID)
+    df = pd.DataFrame(data, columns=[f"c{j}" for j in range(data.shape[1])])
+    for cls, kw in ((BayesianID, dict(missing=missing, random_state=1, **FAST)),
+                    (RandomizedID, dict(random_state=0))):
+        for X in (data, df):
+            est = cls(3, **kw).fit(X)
+            fitted = {k for k in vars(est) if k.endswith("_") and not k.startswith("_")}
+            names = {"feature_names_in_"} if X is df else set()
+            assert fitted == _documented_attributes(cls) - {"feature_names_in_"} | names
 
 
 def test_transform_and_inverse_transform(fitted, data):
@@ -262,6 +266,33 @@ def test_a_dask_array_of_unknown_shape_is_refused_naming_the_fix():
     with pytest.raises(InputShapeError, match=r"unknown shape \(nan, 8\).*"
                        r"compute_chunk_sizes\(\)"):
         bayesian_id(X, 2, client="synchronous", **FAST)
+
+
+@pytest.mark.parametrize("where", ["memory", "engine"])
+def test_a_dataframes_column_names_are_kept_in_the_result_and_its_store(where, tmp_path):
+    import pandas as pd
+
+    from dask_bid import open_result
+
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((40, 3)) @ rng.standard_normal((3, 10))
+    df = pd.DataFrame(A, columns=[f"drug{j}" for j in range(10)])
+    kw = dict(FAST, random_state=0)
+    engine = {} if where == "memory" else {"client": "synchronous",
+                                           "out": str(tmp_path / "r.zarr")}
+    est = BayesianID(3, **kw).fit(df, **engine)
+    assert est.result_.feature_names == list(df.columns)
+    assert list(est.feature_names_in_) == list(df.columns)
+    assert bayesian_id(A, 3, **kw).feature_names is None  # a numpy array has none
+    if where == "engine":
+        back = open_result(tmp_path / "r.zarr")
+        assert list(back.feature_names_in_) == list(df.columns)
+        np.testing.assert_array_equal(back.get_feature_names_out(),
+                                      est.get_feature_names_out())
+        # a fit of the stored matrix without names keeps none
+        res = bayesian_id(A, 3, **kw, client="synchronous", out=str(tmp_path / "n.zarr"))
+        assert res.feature_names is None
+        assert not hasattr(open_result(tmp_path / "n.zarr"), "feature_names_in_")
 
 
 def test_the_engine_reads_a_fortran_array_as_the_c_array():

@@ -245,6 +245,9 @@ class RandomizedID:
         Wall-clock seconds of ``fit`` (including the pass that computes ``mse_``).
     n_passes_ : int
         Number of passes over A that ``fit`` made (out-of-core input; 0 for numpy).
+    feature_names_in_ : ndarray of str, shape (n_features_in_,)
+        The column names of A: defined only when ``fit`` saw a DataFrame whose column
+        names are all strings.
 
     Notes
     -----

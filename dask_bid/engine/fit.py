@@ -49,6 +49,8 @@ from .zarr_io import (
     local_path,
     mark_failed,
     prepare_output,
+    stored_column_names,
+    valid_column_names,
     write_result,
 )
 
@@ -234,7 +236,8 @@ def _run_chains(ex, ckpt, runners, starts):
 
 def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
              checkpoint_every=25, chunks=None, storage_options=None, callback=None,
-             initial_columns=None, allow_missing_chunks=False, mask=None):
+             initial_columns=None, allow_missing_chunks=False, mask=None,
+             feature_names=None):
     """Run the Bayesian ID sampler on the Dask engine.
 
     Parameters
@@ -283,6 +286,10 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         NaN in A does; an entry that is NaN is missing either way). Same shape as A; a
         Zarr mask of a Zarr input is read tile by tile beside it
         (:func:`dask_bid.engine.inputs.with_mask`).
+    feature_names : sequence of str, optional
+        The names of A's N columns (a DataFrame's), kept in the result
+        (``BIDResult.feature_names``, and in ``out``); default: the names recorded on a
+        Zarr input (``attrs["dask_bid_column_names"]``), else none.
 
     Returns
     -------
@@ -343,6 +350,11 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
             "engine": {"checkpoint_every": int(checkpoint_every),
                        "chunks": None if chunks is None else list(chunks)},
             "format_version": FORMAT_VERSION}
+    names = valid_column_names(feature_names, N)
+    if names is None and src.kind == "zarr":
+        names = stored_column_names(src.array)
+    if names is not None:
+        meta["feature_names"] = names
     check_cluster_versions(client)  # before an output is created or replaced
     lock = OutputLock(local_path(out)) if out is not None else contextlib.nullcontext()
     with lock:
@@ -576,6 +588,7 @@ class _Fit:
                     res = summarise(p, outputs, backends, self.entropy, (M, N), trace_cols,
                                     backends[0].final_sse, mask=n_obs)
                     res.n_recoveries = sum(r.n_recoveries for r in runners)
+                    res.feature_names = self.meta.get("feature_names")
                     unscale_result(check_finite_result(res), scale)
                     if group is not None:
                         if scale and src.kind != "sparse":

@@ -57,6 +57,10 @@ class BIDResult:
     n_recoveries : int
         Dask engine: times the chains were restored from a checkpoint after losing a
         worker.
+    feature_names : list of str or None
+        The names of A's N columns, when the input had them: a DataFrame's column names,
+        or those a Zarr input records (``dask_bid_column_names``, written by the command
+        line's conversion of a text file with a header). Kept in ``out``.
     """
 
     columns: np.ndarray
@@ -80,6 +84,7 @@ class BIDResult:
     draws_w: dict | None = None
     C: Any = None
     n_recoveries: int = 0
+    feature_names: list | None = None
 
     @property
     def n_chains(self) -> int:

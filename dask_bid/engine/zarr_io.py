@@ -22,6 +22,7 @@ import shutil
 
 import numpy as np
 
+from .._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX
 from .._errors import OutputExistsError, OutputLocationError
 
 __all__ = [
@@ -447,6 +448,26 @@ def _put(group, name, data, chunks=None):
     return arr
 
 
+def valid_column_names(names, n_cols):
+    """``names`` as a list of ``n_cols`` strings, or None when they are not that (or when
+    there are more than :data:`COLUMN_NAMES_MAX`)."""
+    if names is None or n_cols > COLUMN_NAMES_MAX:
+        return None
+    names = list(names)
+    if len(names) != n_cols or not all(isinstance(n, str) for n in names):
+        return None
+    return names
+
+
+def stored_column_names(array):
+    """The column names recorded on an input Zarr array, or None."""
+    try:
+        names = array.attrs.get(COLUMN_NAMES_ATTR)
+    except Exception:
+        return None
+    return valid_column_names(names, int(array.shape[1])) if isinstance(names, list) else None
+
+
 def write_result(group, res, *, w_chunk_cols=None, extra_attrs=None):
     """Write every array of a :class:`~dask_bid.BIDResult` (all but C) and the attributes."""
     K, N = res.components.shape
@@ -558,6 +579,7 @@ def _read_complete(g, meta, s):
         n_samples=_num(s.get("n_samples"), int, g["C"].shape[0] if "C" in g else 0),
         n_features=_num(s.get("n_features"), int, g["W"].shape[1]),
         params=dict(meta["result_params"]) if isinstance(meta.get("result_params"), dict)
-        else {}, draws_w=draws_w)
+        else {}, draws_w=draws_w,
+        feature_names=valid_column_names(meta.get("feature_names"), g["W"].shape[1]))
     res.C = da.from_zarr(g["C"]) if "C" in g else None
     return res

@@ -60,6 +60,13 @@ def feature_names(A):
     return names
 
 
+def result_names(res):
+    """A fit result's column names (``BIDResult.feature_names``) as ``feature_names_in_``
+    holds them, or None."""
+    names = getattr(res, "feature_names", None)
+    return None if names is None else np.asarray(list(names), dtype=object)
+
+
 def set_feature_names(est, names):
     """Set ``feature_names_in_`` after a fit (removed when the new input has none)."""
     if names is None:

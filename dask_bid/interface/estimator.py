@@ -12,6 +12,7 @@ from ._sklearn import (
     feature_names_out,
     reconstruction_mse,
     refuse_sparse,
+    result_names,
     set_feature_names,
 )
 from .functional import DEFAULTS, bayesian_id
@@ -234,6 +235,9 @@ class BayesianID:
         N, the number of columns of the matrix fitted.
     n_samples_ : int
         M, its number of rows.
+    feature_names_in_ : ndarray of str, shape (n_features_in_,)
+        The column names of A: defined only when A had names that are all strings (a
+        DataFrame's, or those a Zarr input records; see ``BIDResult.feature_names``).
     result_ : BIDResult
         Everything the fit produced, including the retained draws.
 
@@ -363,7 +367,8 @@ class BayesianID:
         K = params.pop("n_components")
         res = bayesian_id(A, K, **params, **fit_kwargs)
         self._set_result(res)
-        set_feature_names(self, names)
+        # a DataFrame's names, else those recorded on a Zarr input (a converted text file)
+        set_feature_names(self, names if names is not None else result_names(res))
         return self
 
     def _set_result(self, res):

@@ -14,6 +14,7 @@ from ..engine.scaling import fit_scaled_in_memory
 from ..engine.summary import chain_config, summarise
 from ..kernels.rng import root_entropy
 from ._params import validate_params
+from ._sklearn import feature_names
 from .result import BIDResult
 
 __all__ = ["bayesian_id", "DEFAULTS", "PAPER_SETTINGS"]
@@ -145,6 +146,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     p = {**DEFAULTS, **kwargs, "n_components": n_components}
     check_client_arg(engine_kw.get("client"))  # a misspelt address: before A is read
     _check_masked_array(A, p["missing"])
+    names = feature_names(A)  # a DataFrame's column names, kept in the result
     src = as_matrix_source(A, storage_options=engine_kw.get("storage_options"))
     p = validate_params(p, n_cols=src.shape[1])
     masked = p["missing"] == "mask"
@@ -165,7 +167,8 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         # refuses infinities and columns with nothing observed in its first one
         from ..engine.fit import fit_dask
 
-        return fit_dask(src, p, initial_columns=_initial_columns, **engine_kw)
+        return fit_dask(src, p, initial_columns=_initial_columns, feature_names=names,
+                        **engine_kw)
     if masked:
         # C order whatever the input's (a DataFrame's values are Fortran-ordered): the
         # products' rounding follows the layout, and the same matrix gives the same chain
@@ -177,8 +180,8 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         if not mask.any(axis=0).all():
             bad = np.flatnonzero(~mask.any(axis=0))[:5].tolist()
             raise InputShapeError(f"columns {bad} have no observed entry; drop them first.")
-        return fit_scaled_in_memory(np.where(mask, X, 0.0), p, lambda X, p: _fit_memory(
-            X, p, mask=mask, callback=engine_kw.get("callback")))
+        return _named(fit_scaled_in_memory(np.where(mask, X, 0.0), p, lambda X, p: _fit_memory(
+            X, p, mask=mask, callback=engine_kw.get("callback"))), names)
     # numpy input is checked at once, before an engine run creates any output;
     # dask and Zarr input are checked in the engine's first streaming pass
     if src.kind == "numpy" and not np.isfinite(src.array).all():
@@ -189,11 +192,17 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     if on_engine:
         from ..engine.fit import fit_dask
 
-        return fit_dask(src, p, initial_columns=_initial_columns, **engine_kw)
+        return fit_dask(src, p, initial_columns=_initial_columns, feature_names=names,
+                        **engine_kw)
     X = np.ascontiguousarray(src.array, dtype=np.float64)  # C order: as above
     # values near 1e200 or 1e-200 are fitted as X / 2^e (engine/scaling.py)
-    return fit_scaled_in_memory(X, p, lambda X, p: _fit_memory(
-        X, p, callback=engine_kw.get("callback")))
+    return _named(fit_scaled_in_memory(X, p, lambda X, p: _fit_memory(
+        X, p, callback=engine_kw.get("callback"))), names)
+
+
+def _named(res, names):
+    res.feature_names = None if names is None else [str(n) for n in names]
+    return res
 
 
 def _sparse_engine_kw(src, p, mask, engine_kw):

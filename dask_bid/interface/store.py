@@ -40,6 +40,7 @@ def open_result(path, *, storage_options=None):
         continued with ``resume=True``).
     """
     from ..engine import read_result
+    from ._sklearn import result_names, set_feature_names
     from .estimator import BayesianID
 
     res = read_result(path, storage_options=storage_options)
@@ -56,6 +57,7 @@ def open_result(path, *, storage_options=None):
         kwargs["random_state"] = int(p["entropy"])
     est = BayesianID(int(p.get("n_components", len(res.columns))), **kwargs)
     est._set_result(res)
+    set_feature_names(est, result_names(res))
     est.C_ = getattr(res, "C", None)
     est.store_path_ = os.fspath(path)
     return est

@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 
+from ..._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX
 from ._core import CLIError, file_suffix, is_url
 from .reading import (
     KEEP_NAN,
@@ -31,7 +32,7 @@ from .reading import (
 
 __all__ = ["convert_to_zarr", "TEXT_SUFFIXES", "CONVERTIBLE_SUFFIXES", "load_in_memory",
            "input_shape", "converted_path", "detect_text_layout", "count_rows",
-           "MISSING_ATTR", "NAMES_ATTR", "column_names"]
+           "MISSING_ATTR", "NAMES_ATTR"]
 
 #: Files converted to a Zarr store before a fit (TEXT_SUFFIXES: reading.py).
 CONVERTIBLE_SUFFIXES = (".npy", *TEXT_SUFFIXES)
@@ -44,8 +45,8 @@ MISSING_ATTR = "dask_bid_missing"
 LAYOUT_ATTR = "dask_bid_text_layout"
 #: Attribute of a store converted from a text file with a header: the column names (kept
 #: up to :data:`NAMES_MAX` columns), which ``fit`` prints beside the selected columns.
-NAMES_ATTR = "dask_bid_column_names"
-NAMES_MAX = 100_000
+NAMES_ATTR = COLUMN_NAMES_ATTR  # the engine keeps them in a fit's result
+NAMES_MAX = COLUMN_NAMES_MAX
 
 
 def _source_stamp(path):
@@ -261,17 +262,6 @@ def _check_layout(existing, src, dst, layout, overwrite):
 def _treatment(fill) -> str:
     return {KEEP_NAN: "--missing mask (NaN kept)",
             "zero": "--fill-missing zero (NaN replaced by 0)"}.get(fill, "no NaN allowed")
-
-
-def column_names(path) -> list[str] | None:
-    """The column names a conversion kept from a text file's header, or None."""
-    import zarr
-
-    try:
-        names = zarr.open_array(path, mode="r").attrs.get(NAMES_ATTR)
-    except Exception:
-        return None
-    return [str(n) for n in names] if isinstance(names, list) else None
 
 
 def converted_fill_count(path, kept=False) -> int:

@@ -20,7 +20,6 @@ from ._core import (
 )
 from .convert import (
     CONVERTIBLE_SUFFIXES,
-    column_names,
     convert_to_zarr,
     converted_fill_count,
     converted_path,
@@ -250,9 +249,8 @@ def run(args):
         t0 = time.perf_counter()
         res = _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch)
     wall = time.perf_counter() - t0
-    # a converted text file's header names the selected columns
-    names = column_names(src) if convertible else None
-    lines = result_lines(res, names=names) + [
+    # a converted text file's header names the selected columns (res.feature_names)
+    lines = result_lines(res) + [
         f"wall time    {wall:.1f} s (sampling, summary and output)",
                                  f"result       {out}"]
     if kinds:

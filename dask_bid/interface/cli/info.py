@@ -175,6 +175,9 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         info["input_filled"] = converted_fill_count(str(src["path"]))
     if "columns" in node:
         info["columns"] = [int(c) for c in node["columns"][...]]
+        names = meta.get("feature_names")
+        if isinstance(names, list) and all(0 <= c < len(names) for c in info["columns"]):
+            info["names"] = [str(names[c]) for c in info["columns"]]
     if meta.get("status") != "complete" and "checkpoint" in node:
         info["checkpoints"] = sorted(node["checkpoint"].group_keys()) + sorted(
             node["checkpoint"].array_keys())
@@ -276,6 +279,10 @@ def info_lines(info) -> list[str]:
                      f"burn-in {p.get('burn_in')}, thin {p.get('thin')}, init {p.get('init')}")
         if "columns" in info:
             lines.append(f"  columns    {short_list(info['columns'])}")
+        if info.get("names"):
+            from .report import shown_names
+
+            lines.append(f"  names      {shown_names(info['names'])}")
         if s:
             lines.append(f"  MSE        {fmt_g(s.get('mse'))}"
                          + (f"  (observed: {fmt_g(s.get('mse_observed'))})"

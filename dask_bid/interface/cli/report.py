@@ -43,6 +43,12 @@ def convergence_line(conv, sampler, label="convergence  ") -> str:
             f"{verdict}")
 
 
+def shown_names(picked) -> str:
+    """The names of the selected columns, the first 20 of them."""
+    return ", ".join(picked[:20]) + (f", ... ({len(picked)} in all)" if len(picked) > 20
+                                     else "")
+
+
 def result_lines(res, *, planted=None, names=None) -> list[str]:
     """A few human-readable lines about a BIDResult; ``names``: the input's column names
     (a text file's header), printed for the selected columns."""
@@ -69,11 +75,10 @@ def result_lines(res, *, planted=None, names=None) -> list[str]:
         convergence_line(res.convergence(), p.get("sampler")),
         chain_time_line(res.elapsed, n_chains),
     ]
+    if names is None:
+        names = getattr(res, "feature_names", None)
     if names is not None and len(names) == res.n_features:
-        picked = [names[int(j)] for j in res.columns]
-        shown = ", ".join(picked[:20]) + (f", ... ({len(picked)} in all)"
-                                         if len(picked) > 20 else "")
-        lines.insert(3, f"names        {shown}")
+        lines.insert(3, f"names        {shown_names([names[int(j)] for j in res.columns])}")
     if planted is not None:
         found = np.intersect1d(res.columns, planted).size
         lines.insert(3, f"planted      {short_list(np.sort(planted))}: {found} of "

@@ -1,0 +1,14 @@
+"""Names of the Zarr attributes that more than one layer reads or writes.
+
+A module of constants only, so that the command line can name them without importing the
+engine (``dask-bid --help`` answers in a fraction of a second).
+"""
+
+__all__ = ["COLUMN_NAMES_ATTR", "COLUMN_NAMES_MAX"]
+
+#: Attribute of an input store holding the names of its columns (a list of N strings),
+#: written by the command line's conversion of a text file with a header; a fit of the
+#: store keeps them in its result (``attrs["dask_bid"]["feature_names"]``).
+COLUMN_NAMES_ATTR = "dask_bid_column_names"
+#: Names are kept for matrices of up to this many columns (they live in JSON metadata).
+COLUMN_NAMES_MAX = 100_000
