@@ -290,6 +290,32 @@ def test_rid_matches_the_estimator(data, tmp_path, capsys):
     assert capsys.readouterr().out == ""
 
 
+def test_rid_names_the_columns_and_replaces_only_its_own_file(tmp_path, capsys):
+    """A header's names in the summary and the .npz; --overwrite replaces a .npz that rid
+    wrote, never another file (and no temporary file is left)."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((30, 2)) @ rng.standard_normal((2, 8))
+    names = [f"drug{j}" for j in range(8)]
+    src = tmp_path / "m.csv"
+    rows = (",".join(map(str, r.tolist())) for r in A)
+    src.write_text(",".join(names) + "\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "r.npz"
+    assert main(["rid", str(src), "--k", "2", "--seed", "1", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    with np.load(out) as z:
+        picked = [names[j] for j in z["columns"]]
+        assert list(z["names"]) == picked
+    assert f"names        {', '.join(picked)}\n" in text
+    assert main(["rid", str(src), "--k", "2", "--out", str(out), "--overwrite", "-q"]) == 0
+    mine = tmp_path / "mine.npz"
+    np.savez(mine, something=np.ones(3))
+    before = mine.read_bytes()
+    assert main(["rid", str(src), "--k", "2", "--out", str(mine), "--overwrite"]) == 2
+    assert "refusing to replace" in capsys.readouterr().err
+    assert mine.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv", "mine.npz", "r.npz"]
+
+
 def test_info_on_inputs_and_results(data, tmp_path, capsys):
     d, A, _ = data
     out = tmp_path / "r.zarr"

@@ -198,6 +198,7 @@ def test_every_cli_row_of_the_docs_has_a_case():
 OTHER_ROWS = ("NaN in a Zarr input", "error-k over fits of different inputs",
               "a conversion made for the other treatment of NaN",  # test_cli_masked.py
               "permission denied", "an error inside a library",
+              "rid --overwrite onto a file rid did not write",  # test_cli.py
               # test_cli_sparse.py
               "a triplet file or a sparse store without --missing mask",
               "--sep, --columns, --shape or --index-base without --format triplets")

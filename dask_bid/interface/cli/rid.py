@@ -9,6 +9,7 @@ import numpy as np
 from ._core import file_suffix, fmt_g, is_url, nonneg_int, positive_int, print_lines, short_list
 from .convert import CONVERTIBLE_SUFFIXES, load_in_memory
 from .reading import FILL_CHOICES, add_text_options, text_options
+from .report import shown_names
 
 
 def run(args):
@@ -29,9 +30,12 @@ def run(args):
     est = RandomizedID(args.k, method=args.method, oversampling=args.oversampling,
                        n_power_iter=args.power_iter, random_state=args.seed)
     est.fit(A)
+    names = _column_names(src, convertible, text, est.n_features_in_)
+    picked = None if names is None else [names[int(j)] for j in est.columns_]
     lines = [
         f"method       {args.method}, K = {args.k}, A is {est.n_samples_} x {est.n_features_in_}",
         f"columns      {short_list(est.columns_)}",
+        *([] if picked is None else [f"names        {shown_names(picked)}"]),
         f"MSE          {fmt_g(est.mse_)}",
         f"max|W|       {fmt_g(est.max_abs_w_)}"
         + ("  (exceeds 1: not a strict ID)" if est.max_abs_w_ > 1 + 1e-9 else ""),
@@ -39,18 +43,70 @@ def run(args):
     ]
     if args.out:
         out = args.out if args.out.endswith(".npz") else args.out + ".npz"
-        if os.path.exists(out) and not args.overwrite:
-            from ..._errors import OutputExistsError
-
-            raise OutputExistsError(f"{out!r} already exists; pass --overwrite to replace it.")
+        _check_npz_out(out, args.overwrite)
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        np.savez(out, columns=est.columns_, components=est.components_, mse=est.mse_,
-                 max_abs_w=est.max_abs_w_, method=args.method, n_components=args.k)
-        lines.append(f"written      {out} (numpy .npz: columns, components, mse, max_abs_w)")
+        more = {} if picked is None else {"names": np.asarray(picked)}
+        # written next to it, then moved: an interrupted write leaves no half file at out
+        tmp = f"{out}.partial-{os.getpid()}.npz"
+        try:
+            np.savez(tmp, columns=est.columns_, components=est.components_, mse=est.mse_,
+                     max_abs_w=est.max_abs_w_, method=args.method, n_components=args.k,
+                     **more)
+            os.replace(tmp, out)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        lines.append(f"written      {out} (numpy .npz: columns, components, mse, max_abs_w"
+                     f"{', names' if more else ''})")
     print_lines(lines, args.quiet)
     return 0
 
 
+
+
+#: what ``rid --out`` writes: a file holding these is ours, and --overwrite may replace it
+_NPZ_KEYS = {"columns", "components", "mse", "max_abs_w", "method", "n_components"}
+
+
+def _check_npz_out(out, overwrite):
+    """Refuse an existing --out unless --overwrite is given and the file is a .npz that
+    ``rid`` wrote (anything else is the user's: never replaced)."""
+    if not os.path.exists(out):
+        return
+    from ..._errors import OutputExistsError
+
+    if not overwrite:
+        raise OutputExistsError(f"{out!r} already exists; pass --overwrite to replace it.")
+    try:
+        with np.load(out, allow_pickle=False) as z:
+            ours = os.path.isfile(out) and _NPZ_KEYS <= set(z.files)
+    except Exception:
+        ours = False
+    if not ours:
+        raise OutputExistsError(
+            f"refusing to replace {out!r}: it is not a result of dask-bid rid (a .npz "
+            f"holding `{', '.join(sorted(_NPZ_KEYS))}`). Remove it yourself or choose "
+            "another --out.")
+
+
+def _column_names(src, convertible, text, n_cols):
+    """The input's column names: a text file's header, or those a Zarr array records."""
+    try:
+        if convertible:
+            if file_suffix(src) == ".npy":
+                return None
+            from .reading import detect_text_layout, header_names
+
+            names = header_names(src, detect_text_layout(src, **text))
+        else:
+            import zarr
+
+            from ...engine.zarr_io import stored_column_names
+
+            return stored_column_names(zarr.open_array(src, mode="r"))
+    except Exception:  # names are a courtesy: the fit has already succeeded
+        return None
+    return names if names is not None and len(names) == n_cols else None
 
 
 def add_parser(sub):
