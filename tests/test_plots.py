@@ -136,6 +136,26 @@ def test_inclusion_heights_are_the_probabilities(fit, tmp_path):
     save(ax, tmp_path / "incl.png")
 
 
+def test_inclusion_names_the_columns_with_the_names_the_fit_kept(fit):
+    """A fit's feature_names (a DataFrame's, a text header's) label the x axis, or, for
+    more than 60 columns, the reported columns' points."""
+    import dataclasses
+
+    _, _, res = fit
+    names = [f"drug{j}" for j in range(res.n_features)]
+    named = dataclasses.replace(res, feature_names=names)
+    ax = plot_inclusion(named)
+    assert [t.get_text() for t in ax.get_xticklabels()] == names
+    assert [t.get_text() for t in plot_inclusion(res).get_xticklabels()] != names
+    with pytest.raises(ParameterError, match="labels has 2 names for the 40 columns"):
+        plot_inclusion(res, labels=["a", "b"])
+    wide = dataclasses.replace(res, feature_names=names, inclusion_probability=np.r_[
+        res.inclusion_probability, np.zeros(40)])
+    wide.feature_names = names + [f"x{j}" for j in range(40)]
+    ax = plot_inclusion(wide)
+    assert sorted(t.get_text() for t in ax.texts) == sorted(names[c] for c in res.columns)
+
+
 def test_error_vs_k_from_results_and_from_a_grid(fit, tmp_path):
     A, _, _ = fit
     ks = [1, 2, 3, 4]

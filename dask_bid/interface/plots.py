@@ -252,7 +252,9 @@ def plot_inclusion(result, ax=None, *, planted=None, labels=None):
     planted : array of int, optional
         Known true columns (for synthetic data), marked with open circles.
     labels : sequence of str, optional
-        Column names, shown on the x axis when there are at most 60 columns.
+        Column names, shown on the x axis when there are at most 60 columns. Default:
+        the names the fit kept (``feature_names``: a DataFrame's, a text header's).
+        With more columns, the reported columns are named beside their points (up to 20).
 
     Returns
     -------
@@ -275,9 +277,20 @@ def plot_inclusion(result, ax=None, *, planted=None, labels=None):
     ax.set_ylabel("inclusion probability")
     ax.set_title(f"inclusion probability (K = {cols.size}, {res.draws_columns.shape[0]} "
                  f"chain{'s' if res.draws_columns.shape[0] > 1 else ''})")
+    if labels is None:
+        labels = getattr(res, "feature_names", None)
+    if labels is not None and len(labels) != N:
+        from .._errors import ParameterError
+
+        raise ParameterError(f"labels has {len(labels)} names for the {N} columns of A; "
+                             "pass one name per column.")
     if labels is not None and N <= 60:
         ax.set_xticks(x)
         ax.set_xticklabels(list(labels), rotation=90, fontsize="small")
+    elif labels is not None and cols.size <= 20:
+        for c in cols:
+            ax.annotate(str(labels[int(c)]), (c, p[c]), textcoords="offset points",
+                        xytext=(0, 6), ha="center", fontsize="x-small", rotation=90)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(loc="best", fontsize="small", framealpha=0.9)
     return ax
