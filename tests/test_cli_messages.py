@@ -49,7 +49,7 @@ def _txt_ragged(d):
 
 
 def _csv_semicolon(d):
-    (d / "in.csv").write_text("1;2;3\n4;5;6\n")
+    (d / "in.csv").write_text("1|2|3\n4|5|6\n")
     return d / "in.csv"
 
 
@@ -125,7 +125,7 @@ CASES = [
      ["line 3, column 2", "'abc'", "not a number"]),
     ("ragged text rows", _txt_ragged, [], ["line 3", "has 2 columns", "the first line has 3"]),
     ("one column (other delimiter)", _csv_semicolon, [],
-     ["one column", "comma", "';'", "at least 2 columns"]),
+     ["one column", "comma", "'|'", "at least 2 columns"]),
     ("one column", _txt_one_column, [], ["one column", "whitespace"]),
     ("NaN in a .npy or text input", _txt_nan, [],
      ["missing values (NaN)", "line 2, column 3", "--missing mask", "--fill-missing zero"]),

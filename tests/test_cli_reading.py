@@ -6,6 +6,7 @@ column becomes a column of A, and a likely pick for the basis: a result silently
 from other data. These tests write the files with pandas itself where it made them.
 """
 
+import csv
 import json
 import os
 
@@ -232,3 +233,82 @@ def test_a_file_of_another_suffix_points_at_the_triplet_reader(tmp_path, capsys)
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "--format triplets" in err, err
     assert not (tmp_path / "o.zarr").exists()
+
+
+# ----------------------------------------------------------------------------- other exports
+def _with_missing(A):
+    B = A.copy()
+    B[0, 0] = B[5, 3] = B[M - 1, N - 1] = np.nan
+    return B
+
+
+def _trailing(A, path, header_too):
+    names = ",".join(f"drug{j}" for j in range(N)) + ("," if header_too else "")
+    rows = (",".join(repr(float(x)) for x in r) + "," for r in A)
+    path.write_text(names + "\n" + "\n".join(rows) + "\n")
+    return path
+
+
+#: writer, whether the matrix has the NaN of _with_missing
+EXPORTS = {
+    # a European spreadsheet: semicolons, decimal commas, CRLF
+    "semicolon-decimal-comma": (lambda A, p: _pandas(
+        A, p, sep=";", decimal=",", index=False, lineterminator="\r\n",
+        frame={"columns": [f"drug{j}" for j in range(N)]}), False),
+    # ... with NA for a missing value (read line by line)
+    "semicolon-decimal-comma-na": (lambda A, p: _pandas(
+        _with_missing(A), p, sep=";", decimal=",", index=False, na_rep="NA",
+        frame={"columns": [f"drug{j}" for j in range(N)]}), True),
+    # every field quoted, a byte-order mark (Excel's "CSV UTF-8")
+    "quote-all-bom": (lambda A, p: _pandas(
+        A, p, quoting=csv.QUOTE_ALL, index=False, encoding="utf-8-sig",
+        frame={"columns": [f"drug{j}" for j in range(N)]}), False),
+    # quoted numbers and no header: line 1 is data, not a header of quoted names
+    "quote-all-no-header": (lambda A, p: _pandas(
+        A, p, quoting=csv.QUOTE_ALL, index=False, header=False), False),
+    # R's write.csv: NA for a missing value, quoted row names
+    "r-na": (lambda A, p: _pandas(
+        _with_missing(A), p, na_rep="NA",
+        frame={"index": [str(i + 1) for i in range(M)],
+               "columns": [f"drug{j}" for j in range(N)]}), True),
+    # other markers of a missing value, and no header
+    "na-markers": (lambda A, p: _pandas(
+        _with_missing(A), p, na_rep="#N/A", index=False, header=False), True),
+    # a delimiter at the end of every data line, with and without one after the header
+    "trailing-delimiter": (lambda A, p: _trailing(A, p, header_too=False), False),
+    "trailing-delimiter-header-too": (lambda A, p: _trailing(A, p, header_too=True), False),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EXPORTS))
+def test_other_exports_read_as_their_matrix(kind, A, tmp_path, capsys):
+    """Each export reads as its matrix bit for bit: the shape, every value, NaN where a
+    value is missing. Before: the semicolon file, quoted numbers and NA were refused;
+    the headerless quoted file lost its first row to a 'header'; a trailing delimiter
+    made R's row-name rule drop the first column of data."""
+    write, has_nan = EXPORTS[kind]
+    path = write(A, tmp_path / f"{kind}.csv")
+    want = _with_missing(A) if has_nan else A
+    np.testing.assert_array_equal(load_in_memory(str(path), fill_missing="keep"), want)
+    info = _info(path, capsys)
+    assert info["shape"] == [M, N] and info["n_nan"] == (3 if has_nan else 0)
+    assert info["row_labels"] == (kind == "r-na")
+    assert info["trailing_delimiter"] == kind.startswith("trailing")
+    assert info["decimal"] == ("," if kind.startswith("semicolon") else ".")
+    dst = str(tmp_path / "c.zarr")
+    convert_to_zarr(str(path), dst, quiet=True, fill_missing="keep")
+    z = zarr.open_array(dst, mode="r")
+    np.testing.assert_array_equal(z[...], want)
+    names = z.attrs.get("dask_bid_column_names")
+    assert names == (None if "no-header" in kind or kind == "na-markers"
+                     else [f"drug{j}" for j in range(N)])
+
+
+def test_a_trailing_delimiter_then_a_value_is_refused(A, tmp_path):
+    path = _trailing(A, tmp_path / "t.csv", header_too=False)
+    lines = path.read_text().splitlines()
+    lines[7] = lines[7] + "5.0"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CLIError, match=r"line 8 of .* ends with a value \('5.0'\) where the "
+                       "first lines end with the delimiter"):
+        load_in_memory(str(path))

@@ -188,7 +188,9 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     missing = ({"fill": fill_missing, "n_filled": 0, "n_kept": n_filled}
                if fill_missing == KEEP_NAN else {"fill": fill_missing, "n_filled": n_filled})
     more = {} if layout is None else {
-        LAYOUT_ATTR: {"header": bool(layout.header), "row_labels": bool(layout.row_labels)}}
+        LAYOUT_ATTR: {"header": bool(layout.header), "row_labels": bool(layout.row_labels),
+                      "delimiter": layout.delimiter_name, "decimal": layout.decimal,
+                      "trailing_delimiter": bool(layout.trailing)}}
     names = header_names(src, layout) if layout is not None and shape[1] <= NAMES_MAX \
         else None
     if names is not None:

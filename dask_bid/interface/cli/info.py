@@ -92,6 +92,7 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
             return {"kind": "text file", "path": spath,
                     "shape": [count_rows(spath, layout.header), layout.n_cols],
                     "delimiter": layout.delimiter_name, "header": layout.header,
+                    "decimal": layout.decimal, "trailing_delimiter": layout.trailing,
                     "row_labels": layout.row_labels, "row_labels_why": layout.why,
                     "row_numbers_in_column_1": index.numbers() if index.found else None,
                     "file_size": size, "n_nan": n_nan, "n_inf": n_inf}
@@ -227,8 +228,11 @@ def info_lines(info) -> list[str]:
             lines.append("  note       not a matrix: dask-bid needs a 2-D array")
     elif kind == "text file":
         lines += [f"  shape      {info['shape'][0]} x {info['shape'][1]}",
-                  f"  delimiter  {info['delimiter']}" + (", one header line" if info["header"]
-                                                        else ""),
+                  f"  delimiter  {info['delimiter']}"
+                  + (" (decimal comma)" if info.get("decimal") == "," else "")
+                  + (", at the end of every line too (not a column)"
+                     if info.get("trailing_delimiter") else "")
+                  + (", one header line" if info["header"] else ""),
                   *(["  rows       labelled: column 1 holds row labels, left out"
                      + (f" ({info['row_labels_why']}; --row-labels none reads it as data)"
                         if info.get("row_labels_why") else "")]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -33,7 +34,13 @@ KEEP_NAN = "keep"
 NAN_ADVICE = ("Pass --missing mask to fit the observed entries only (NaN marks a missing "
               "entry), or --fill-missing zero to replace every NaN by 0 (the paper's fill)")
 
-_DELIM_NAMES = {None: "whitespace", ",": "comma", "\t": "tab"}
+_DELIM_NAMES = {None: "whitespace", ",": "comma", "\t": "tab", ";": "semicolon"}
+
+#: Fields that mark a missing value (besides an empty field and numpy's "nan"), compared
+#: without quotes and case: R writes NA, spreadsheets #N/A, databases NULL, pandas <NA>.
+NA_TOKENS = frozenset({"na", "n/a", "nan", "-nan", "null", "none", "#n/a", "#na", "<na>"})
+#: A number with a decimal comma (a semicolon-separated export of a European spreadsheet)
+_DECIMAL_COMMA = re.compile(r"^[+-]?\d*,\d+(?:[eE][+-]?\d+)?$")
 
 #: Text matrices: what ``fit`` converts and ``--row-labels`` / ``--header`` apply to.
 TEXT_SUFFIXES = (".csv", ".txt", ".tsv")
@@ -88,28 +95,49 @@ class MissingValuesError(CLIError):
 class TextLayout(NamedTuple):
     delimiter: str | None
     header: bool
-    #: fields per line, the row label included
+    #: fields per line, the row label (and an empty field after a trailing delimiter)
+    #: included
     n_fields: int
     #: the first field of every line is a row label, not data
     row_labels: bool = False
     #: why the row labels were detected (``--row-labels auto``), for the phase line
     why: str = ""
+    #: every data line ends with the delimiter: its last field is empty, not a column
+    trailing: bool = False
+    #: the decimal mark: "," in a semicolon-separated file of numbers like 1,5
+    decimal: str = "."
 
     @property
     def n_cols(self) -> int:
-        """Columns of the matrix (the label column left out)."""
-        return self.n_fields - int(self.row_labels)
+        """Columns of the matrix (the label column and a trailing empty field left
+        out)."""
+        return self.n_fields - int(self.row_labels) - int(self.trailing)
+
+    @property
+    def data_fields(self) -> range:
+        """The fields of a line that hold the matrix."""
+        return range(int(self.row_labels), self.n_fields - int(self.trailing))
 
     @property
     def delimiter_name(self) -> str:
         return _DELIM_NAMES[self.delimiter]
 
 
+def _value(field: str, decimal: str = ".") -> float:
+    """The number a field holds: quotes are taken off, an empty field or a missing-value
+    marker (:data:`NA_TOKENS`) is NaN. Raises ValueError for anything else."""
+    f = _unquoted(field)
+    if not f or f.lower() in NA_TOKENS:
+        return np.nan
+    return float(f.replace(",", ".") if decimal == "," else f)
+
+
 def _numeric(field: str) -> bool:
+    """A number or a missing value (empty, NA, ...), quoted or not."""
     try:
-        float(field)
+        _value(field)
     except ValueError:
-        return not field.strip()  # an empty field is a missing value
+        return False
     return True
 
 
@@ -207,22 +235,34 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
     if not lines:
         raise CLIError(f"{os.fspath(path)!r} holds no data rows.")
     first = lines[0]
-    if file_suffix(path) == ".csv" or ("," in first and "\t" not in first):
-        delim = ","
-    elif "\t" in first:
-        delim = "\t"
-    else:
-        delim = None
+    delim = _delimiter(path, first, lines[1] if len(lines) > 1 else None)
     fields = _split(first, delim)
     second = _split(lines[1], delim) if len(lines) > 1 else None
+    decimal = "," if delim == ";" and any(
+        _DECIMAL_COMMA.match(_unquoted(f)) for f in fields + (second or [])) else "."
+    if decimal == ",":  # the checks below read numbers with a decimal point
+        fields = [f.replace(",", ".") for f in fields]
+        second = None if second is None else [f.replace(",", ".") for f in second]
+    # a delimiter at the end of every data line (some exports): an empty last field that
+    # is no column; the header may end with one too, or not. Only after a header of names
+    # (in a file without one, two missing values would look the same)
+    trailing = (delim is not None and second is not None and len(second) > 1
+                and header != "no" and any(map(_text, fields)) and not second[-1].strip()
+                and (len(fields) == len(second) - 1 or not fields[-1].strip()))
+    n_fields = len(second) if trailing else len(fields)
+    if trailing:
+        second = second[:-1]
+        if not fields[-1].strip():
+            fields = fields[:-1]
     why = ""
     if (second is not None and len(second) == len(fields) + 1 and header != "no"
             and any(map(_text, fields)) and row_labels != "none"):
         # R's write.table (and read.table's rule): the header has one name fewer than the
         # rows have fields, the first field of a row being its name
-        return TextLayout(delim, True, len(second), True, "" if row_labels != "auto" else (
-            "its header has one name fewer than its rows have fields, as R's write.table "
-            "writes row names"))
+        return TextLayout(delim, True, n_fields + int(not trailing), True,
+                          "" if row_labels != "auto" else (
+                              "its header has one name fewer than its rows have fields, as "
+                              "R's write.table writes row names"), trailing, decimal)
     if row_labels != "auto":
         labels = row_labels == "first"
     elif (len(fields) > 1 and not _unquoted(fields[0]) and header != "no"
@@ -242,7 +282,19 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
                    "with numbers")
     has_header = (header == "yes" if header != "auto"
                   else _auto_header(path, fields, second, labels))
-    return TextLayout(delim, has_header, len(fields), labels, why)
+    return TextLayout(delim, has_header, n_fields, labels, why, trailing, decimal)
+
+
+def _delimiter(path, first, second):
+    """Comma (a .csv, or a comma without a tab), tab, semicolon (a spreadsheet's export
+    where the comma is the decimal mark: on both lines, with no tab), else whitespace."""
+    if "\t" not in first and ";" in first and (second is None or ";" in second):
+        return ";"
+    if file_suffix(path) == ".csv" or ("," in first and "\t" not in first):
+        return ","
+    if "\t" in first:
+        return "\t"
+    return None
 
 
 def header_names(path, layout: TextLayout) -> list[str] | None:
@@ -253,7 +305,9 @@ def header_names(path, layout: TextLayout) -> list[str] | None:
     with open(path, encoding="utf-8-sig") as fh:
         first = next((ln for ln in fh if ln.strip()), "").rstrip("\r\n")
     names = [_unquoted(f) for f in _split(first, layout.delimiter)]
-    if layout.row_labels and len(names) == layout.n_fields:
+    if layout.trailing and names and not names[-1]:
+        names = names[:-1]  # the header ends with the delimiter too
+    if layout.row_labels and len(names) == layout.n_cols + 1:
         names = names[1:]  # the corner: the label column's name (or nothing)
     return names if len(names) == layout.n_cols else None
 
@@ -264,13 +318,13 @@ def check_text_columns(path, layout: TextLayout):
         return
     with open(path, encoding="utf-8-sig") as fh:
         first = next((ln for ln in fh if ln.strip()), "")
-    others = [c for c in (";", "|", ":") if c in first]
+    others = [c for c in ("|", ":") if c in first]
     hint = (f"; its first line holds {others[0]!r}: replace it by a comma, tab or space"
             if others else "")
     raise CLIError(f"{os.fspath(path)!r} has one column when split by "
                    f"{layout.delimiter_name} (the delimiter dask-bid tried){hint}. dask-bid "
-                   "reads comma-, tab- or whitespace-separated matrices with at least 2 "
-                   "columns.")
+                   "reads comma-, tab-, semicolon- or whitespace-separated matrices with at "
+                   "least 2 columns.")
 
 
 def count_rows(path, header) -> int:
@@ -285,7 +339,6 @@ def count_rows(path, header) -> int:
 def _scan_lines(numbered, layout: TextLayout, path):
     """Parse line by line, raising at the first bad line (the slow path)."""
     rows = []
-    skip = int(layout.row_labels)
     for lineno, line in numbered:
         fields = line.rstrip("\r\n").split(layout.delimiter) if layout.delimiter \
             else line.split()
@@ -293,18 +346,20 @@ def _scan_lines(numbered, layout: TextLayout, path):
             raise CLIError(f"line {lineno} of {os.fspath(path)!r} has {len(fields)} "
                            f"columns, the first line has {layout.n_fields} (delimiter: "
                            f"{layout.delimiter_name}); every row needs the same number.")
+        if layout.trailing and fields[-1].strip():
+            raise CLIError(f"line {lineno} of {os.fspath(path)!r} ends with a value "
+                           f"({fields[-1].strip()[:40]!r}) where the first lines end with the "
+                           f"delimiter ({layout.delimiter_name}), a field that was not read "
+                           "as a column; every row needs the same layout.")
         row = []
-        for col, f in enumerate(fields[skip:], start=1 + skip):
-            f = f.strip()
-            if not f:
-                row.append(np.nan)
-                continue
+        for col in layout.data_fields:
+            f = fields[col].strip()
             try:
-                row.append(float(f))
+                row.append(_value(f, layout.decimal))
             except ValueError:
-                raise CLIError(f"line {lineno}, column {col} of {os.fspath(path)!r} holds "
-                               f"{f[:40]!r}, not a number (an empty field or 'nan' marks a "
-                               f"missing value){_label_hint(layout, col)}") from None
+                raise CLIError(f"line {lineno}, column {col + 1} of {os.fspath(path)!r} holds "
+                               f"{f[:40]!r}, not a number (an empty field, NA or nan marks a "
+                               f"missing value){_label_hint(layout, col + 1)}") from None
         rows.append(row)
     return np.array(rows, dtype=np.float64).reshape(len(rows), layout.n_cols)
 
@@ -318,13 +373,18 @@ def _label_hint(layout, col) -> str:
 
 def _parse(numbered, layout, path):
     text = "".join(line for _, line in numbered)
+    if layout.decimal == ",":  # the delimiter is ";": every comma is a decimal mark
+        text = text.replace(",", ".")
+    some = layout.row_labels or layout.trailing
     try:
         block = np.loadtxt(io.StringIO(text), delimiter=layout.delimiter, dtype=np.float64,
-                           ndmin=2, comments=None,
-                           usecols=range(1, layout.n_fields) if layout.row_labels else None)
+                           ndmin=2, comments=None, quotechar='"',
+                           usecols=layout.data_fields if some else None)
         # (usecols leaves extra fields unread: a ragged row is then found by counting)
-        if block.shape == (len(numbered), layout.n_cols) and (not layout.row_labels or all(
-                _n_fields(line, layout) == layout.n_fields for _, line in numbered)):
+        if block.shape == (len(numbered), layout.n_cols) and (not some or all(
+                _n_fields(line, layout) == layout.n_fields for _, line in numbered)) and (
+                not layout.trailing or all(not _last_field(line, layout)
+                                           for _, line in numbered)):
             return block
     except ValueError:
         pass
@@ -334,6 +394,10 @@ def _parse(numbered, layout, path):
 
 def _n_fields(line, layout):
     return line.count(layout.delimiter) + 1 if layout.delimiter else len(line.split())
+
+
+def _last_field(line, layout) -> str:
+    return line.rstrip("\r\n").rsplit(layout.delimiter, 1)[-1].strip()
 
 
 def iter_text_blocks(path, layout: TextLayout, rows_per_block: int):
