@@ -304,6 +304,20 @@ def test_other_exports_read_as_their_matrix(kind, A, tmp_path, capsys):
                      else [f"drug{j}" for j in range(N)])
 
 
+@pytest.mark.parametrize("first, second, delim", [
+    ("a;b;c", "1,5;2,5;3,5", ";"),        # a header, decimal commas
+    ("1,5;2,5;3,5", "4,5;5,5;6,5", ";"),  # no header: the fields are decimal-comma numbers
+    ("1;2;3", "4;5;6", ";"),
+    ("cell;A,1,2", "cell;B,3,4", ","),    # a semicolon inside a label of a comma file
+    ("x;y,1,2", "3,4,5", ","),            # ... inside a header name
+    ("a,b,c", "1,2,3", ","),
+])
+def test_the_semicolon_is_taken_only_where_it_splits_the_lines(first, second, delim):
+    from dask_bid.interface.cli.reading import _delimiter
+
+    assert _delimiter("f.csv", first, second) == delim
+
+
 def test_a_trailing_delimiter_then_a_value_is_refused(A, tmp_path):
     path = _trailing(A, tmp_path / "t.csv", header_too=False)
     lines = path.read_text().splitlines()

@@ -287,8 +287,17 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
 
 def _delimiter(path, first, second):
     """Comma (a .csv, or a comma without a tab), tab, semicolon (a spreadsheet's export
-    where the comma is the decimal mark: on both lines, with no tab), else whitespace."""
-    if "\t" not in first and ";" in first and (second is None or ";" in second):
+    where the comma is the decimal mark), else whitespace.
+
+    The semicolon is taken where it splits both lines alike (the header may have one
+    field fewer or more) and the comma does not, or where both do and the semicolon's
+    fields are numbers with a decimal comma (a file without a header)."""
+    def alike(d):
+        n1 = first.count(d)
+        return n1 >= 1 and (second is None or second.count(d) in (n1 - 1, n1, n1 + 1))
+
+    if "\t" not in first and alike(";") and (not alike(",") or all(
+            _DECIMAL_COMMA.match(_unquoted(f)) or _numeric(f) for f in first.split(";"))):
         return ";"
     if file_suffix(path) == ".csv" or ("," in first and "\t" not in first):
         return ","
