@@ -316,6 +316,24 @@ def test_rid_names_the_columns_and_replaces_only_its_own_file(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv", "mine.npz", "r.npz"]
 
 
+def test_the_seed_of_a_fit_without_one_is_shown_and_repeats_it(data, tmp_path, capsys):
+    """Without --seed the fit draws one: the summary and info show it, and --seed with it
+    gives the same fit bit for bit."""
+    d, _, _ = data
+    assert main(["fit", str(d / "a.npy"), "--k", "3", "--out", str(tmp_path / "a.zarr"),
+                 "--n-iter", "20", "--burn-in", "5"]) == 0
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("seed ")]
+    assert len(line) == 1 and line[0].endswith("(--seed repeats this fit with it)")
+    seed = line[0].split()[1]
+    assert main(["info", str(tmp_path / "a.zarr")]) == 0
+    assert f"  seed       {seed} (--seed" in capsys.readouterr().out
+    assert main(["fit", str(d / "a.npy"), "--k", "3", "--out", str(tmp_path / "b.zarr"),
+                 "--n-iter", "20", "--burn-in", "5", "--seed", seed, "-q"]) == 0
+    a, b = open_result(tmp_path / "a.zarr"), open_result(tmp_path / "b.zarr")
+    np.testing.assert_array_equal(a.components_, b.components_)
+    np.testing.assert_array_equal(a.trace_["sigma2"], b.trace_["sigma2"])
+
+
 def test_info_on_inputs_and_results(data, tmp_path, capsys):
     d, A, _ = data
     out = tmp_path / "r.zarr"

@@ -164,7 +164,8 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
     info = {"kind": "dask_bid result", "path": spath, "status": meta.get("status"),
             "params": meta.get("params", {}), "input": meta.get("input"),
             "input_shape": meta.get("input_shape"), "summary": meta.get("summary", {}),
-            "versions": meta.get("versions"), "error": meta.get("error")}
+            "versions": meta.get("versions"), "error": meta.get("error"),
+            "seed": meta.get("entropy")}
     from ...engine.zarr_io import output_status
 
     # "running" only while a live fit holds the output's lock, else interrupted or failed
@@ -281,6 +282,8 @@ def info_lines(info) -> list[str]:
                      f"K = {p.get('n_components')}, bounds {p.get('bounds')}")
         lines.append(f"  sampling   {p.get('n_chains')} chain(s) x {p.get('n_iter')} iterations, "
                      f"burn-in {p.get('burn_in')}, thin {p.get('thin')}, init {p.get('init')}")
+        if info.get("seed") is not None:
+            lines.append(f"  seed       {info['seed']} (--seed repeats this fit with it)")
         if "columns" in info:
             lines.append(f"  columns    {short_list(info['columns'])}")
         if info.get("names"):

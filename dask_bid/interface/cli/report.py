@@ -64,6 +64,8 @@ def result_lines(res, *, planted=None, names=None) -> list[str]:
         f"chains       {n_chains} x {n_iter} iterations (burn-in {p.get('burn_in')}, "
         f"thin {p.get('thin')}), {res.draws_sigma2.size} retained draws, "
         f"{res.n_draws_point} with the reported basis",
+        *([f"seed         {p['entropy']} (--seed repeats this fit with it)"]
+          if p.get("entropy") is not None else []),
         f"columns      {short_list(res.columns)}",
         f"MSE          {fmt_g(res.mse)}"
         + (f"  (observed entries: {fmt_g(res.mse_observed)})" if res.mse_observed is not None
