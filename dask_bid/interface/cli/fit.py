@@ -250,7 +250,7 @@ def run(args):
         res = _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch)
     wall = time.perf_counter() - t0
     # a converted text file's header names the selected columns (res.feature_names)
-    lines = result_lines(res) + [
+    lines = result_lines(res, seed=True) + [
         f"wall time    {wall:.1f} s (sampling, summary and output)",
                                  f"result       {out}"]
     if kinds:

@@ -49,9 +49,10 @@ def shown_names(picked) -> str:
                                      else "")
 
 
-def result_lines(res, *, planted=None, names=None) -> list[str]:
+def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
     """A few human-readable lines about a BIDResult; ``names``: the input's column names
-    (a text file's header), printed for the selected columns."""
+    (default: the fit's ``feature_names``), printed for the selected columns; ``seed``:
+    a line with the seed, for ``fit`` (whose --seed repeats the fit with it)."""
     p = res.params
     K = len(res.columns)
     n_chains, n_iter = res.trace.shape
@@ -65,7 +66,7 @@ def result_lines(res, *, planted=None, names=None) -> list[str]:
         f"thin {p.get('thin')}), {res.draws_sigma2.size} retained draws, "
         f"{res.n_draws_point} with the reported basis",
         *([f"seed         {p['entropy']} (--seed repeats this fit with it)"]
-          if p.get("entropy") is not None else []),
+          if seed and p.get("entropy") is not None else []),
         f"columns      {short_list(res.columns)}",
         f"MSE          {fmt_g(res.mse)}"
         + (f"  (observed entries: {fmt_g(res.mse_observed)})" if res.mse_observed is not None
