@@ -326,3 +326,26 @@ def test_a_trailing_delimiter_then_a_value_is_refused(A, tmp_path):
     with pytest.raises(CLIError, match=r"line 8 of .* ends with a value \('5.0'\) where the "
                        "first lines end with the delimiter"):
         load_in_memory(str(path))
+
+
+def test_subnormal_entries_are_counted_and_warned_about(A, tmp_path, capsys):
+    """Entries like the CCLE EC50 file's garbage (uninitialised memory, 0 < |x| < 2.2e-308)
+    are named by info and by a fit's warning, which reads them as observed values."""
+    B = A.copy()
+    B[2, 3], B[7, 0], B[9, 9] = 5e-320, -1e-315, 0.0  # two subnormals; 0 is a number
+    path = tmp_path / "g.txt"
+    np.savetxt(path, B, delimiter="\t")
+    info = _info(path, capsys)
+    assert info["n_subnormal"] == 2
+    assert main(["info", str(path)]) == 0
+    assert "  subnormal  2 entries with 0 < |x| < 2.2e-308" in capsys.readouterr().out
+    assert main(["fit", str(path), "--k", "2", "--out", str(tmp_path / "o.zarr"),
+                 "--n-iter", "10", "--burn-in", "2", "--scheduler", "synchronous"]) == 0
+    err = capsys.readouterr().err
+    assert "dask-bid: warning: 2 entries of" in err and "are subnormal" in err
+    assert zarr.open_array(tmp_path / "g.txt.zarr", mode="r").attrs[
+        "dask_bid_n_subnormal"] == 2
+    np.save(tmp_path / "clean.npy", A)  # none: no line, no warning
+    assert "n_subnormal" in _info(tmp_path / "clean.npy", capsys)
+    assert main(["info", str(tmp_path / "clean.npy")]) == 0
+    assert "  subnormal" not in capsys.readouterr().out

@@ -21,6 +21,7 @@ from .reading import (
     RowIndexCheck,
     check_text_columns,
     count_rows,
+    count_subnormal,
     detect_text_layout,
     finite_or_filled,
     header_names,
@@ -47,6 +48,9 @@ LAYOUT_ATTR = "dask_bid_text_layout"
 #: up to :data:`NAMES_MAX` columns), which ``fit`` prints beside the selected columns.
 NAMES_ATTR = COLUMN_NAMES_ATTR  # the engine keeps them in a fit's result
 NAMES_MAX = COLUMN_NAMES_MAX
+#: Attribute of a converted store: how many entries are subnormal (reading.py,
+#: count_subnormal), when there are any.
+SUBNORMAL_ATTR = "dask_bid_n_subnormal"
 
 
 def _source_stamp(path):
@@ -156,7 +160,7 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     rows_per_write = chunks[0] * max(1, (64 * 2**20) // max(1, chunks[0] * shape[1] * 8))
     blocks = (iter_npy_blocks(arr, rows_per_write, dtype) if suffix == ".npy"
               else iter_text_blocks(src, layout, rows_per_write))
-    n_filled = 0
+    n_filled = n_subnormal = 0
     observed = np.zeros(shape[1], dtype=np.int64)
     index = RowIndexCheck(layout, row_labels)
     label_cols = int(layout is not None and layout.row_labels)
@@ -166,6 +170,7 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
             for r0, block, lines in blocks:
                 block, n = finite_or_filled(block, src, r0, lines, fill_missing,
                                             label_cols=label_cols)
+                n_subnormal += count_subnormal(block)
                 index.update(r0, block)
                 n_filled += n
                 if fill_missing == KEEP_NAN:
@@ -195,6 +200,8 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
         else None
     if names is not None:
         more[NAMES_ATTR] = names
+    if n_subnormal:
+        more[SUBNORMAL_ATTR] = n_subnormal
     # with the completion mark, in one metadata write
     mark_complete(z, **{MISSING_ATTR: missing, "dask_bid_converted_from": stamp, **more})
     return dst
@@ -274,6 +281,16 @@ def converted_fill_count(path, kept=False) -> int:
     try:
         missing = zarr.open_array(path, mode="r").attrs.get(MISSING_ATTR) or {}
         return int(missing.get("n_kept" if kept else "n_filled") or 0)
+    except Exception:
+        return 0
+
+
+def converted_subnormal_count(path) -> int:
+    """How many subnormal entries the conversion at ``path`` met (0 if none or unknown)."""
+    import zarr
+
+    try:
+        return int(zarr.open_array(path, mode="r").attrs.get(SUBNORMAL_ATTR) or 0)
     except Exception:
         return 0
 

@@ -23,6 +23,7 @@ from .convert import (
     convert_to_zarr,
     converted_fill_count,
     converted_path,
+    converted_subnormal_count,
     input_shape,
 )
 from .plotting import parse_plot_kinds, plot_stem, write_plots
@@ -31,6 +32,7 @@ from .reading import (
     FILL_CHOICES,
     KEEP_NAN,
     MISSING_CHOICES,
+    SUBNORMAL_ADVICE,
     add_text_options,
     detect_text_layout,
     labels_line,
@@ -227,6 +229,12 @@ def run(args):
         if n_filled:
             say(f"filled       {n_filled} NaN entries of {args.input} by 0 (--fill-missing "
                 f"zero; recorded in {src})", quiet=args.quiet)
+        n_sub = converted_subnormal_count(src)
+        if n_sub:
+            import warnings
+
+            warnings.warn(SUBNORMAL_ADVICE.format(n=n_sub, src=args.input), UserWarning,
+                          stacklevel=1)
         n_kept = converted_fill_count(src, kept=True)
         if n_kept:
             say(f"missing      {n_kept} NaN entries of {args.input} left out of the "
