@@ -156,6 +156,15 @@ def test_inclusion_names_the_columns_with_the_names_the_fit_kept(fit):
     assert sorted(t.get_text() for t in ax.texts) == sorted(names[c] for c in res.columns)
 
 
+def test_a_grid_with_a_k_out_of_range_is_refused_before_any_fit(fit):
+    A, _, _ = fit  # 60 x 40
+    calls = []
+    with pytest.raises(ParameterError, match=r"k_values \[40, 0\] are out of range for A "
+                       r"\(60 x 40\).*between 1 and 39"):
+        fit_k_grid(A, [2, 40, 0], n_iter=10, burn_in=2, callback=calls.append)
+    assert calls == []  # K = 2 was not fitted first
+
+
 def test_error_vs_k_from_results_and_from_a_grid(fit, tmp_path):
     A, _, _ = fit
     ks = [1, 2, 3, 4]

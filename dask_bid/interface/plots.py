@@ -344,6 +344,15 @@ def fit_k_grid(A, k_values, *, baseline="randomized", random_state=0, **params):
     ks = [int(k) for k in k_values]
     if not ks:
         raise ParameterError("k_values is empty: give the ranks K to fit, e.g. [2, 4, 8].")
+    from ..engine.inputs import as_matrix_source
+
+    # every K checked before the first fit: a bad one last in the grid wasted the others
+    M, N = as_matrix_source(A, storage_options=params.get("storage_options")).shape
+    bad = [k for k in ks if not (1 <= k < N and k <= M)]
+    if bad:
+        raise ParameterError(
+            f"k_values {bad} are out of range for A ({M} x {N}): each K needs 1 <= K < N "
+            f"and K <= M; give K between 1 and {min(N - 1, M)}.")
     import warnings
 
     from .._errors import ConvergenceWarning
