@@ -478,3 +478,20 @@ def test_a_triplet_file_counting_from_1_read_with_and_without_index_base(tmp_pat
     assert main(["fit", str(src), "--format", "triplets", "--missing", "mask",
                  "--index-base", "1", "--k", "2", "--out", str(out), *FAST, "-q"]) == 0
     assert out.is_dir()
+
+
+def test_the_demo_replaces_only_what_a_demo_wrote(tmp_path, capsys):
+    """--out DIR may be a folder of the user's: a figure or a Zarr array of theirs under
+    the demo's names is refused before any work (the demo replaced them)."""
+    out = tmp_path / "work"
+    out.mkdir()
+    (out / "result.png").write_bytes(b"\x89PNG\r\n\x1a\n not the demo's")
+    assert main(["demo", "--out", str(out), "-q"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "refusing to replace", "result.png")
+    (out / "result.png").unlink()
+    other = zarr.create_array(store=str(out / "A.zarr"), shape=(3, 3), dtype="f8")
+    other[:] = 7.0
+    assert main(["demo", "--out", str(out), "-q"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "refusing to replace", "A.zarr")
+    assert sorted(p.name for p in out.iterdir()) == ["A.zarr"]
+    assert (zarr.open_array(str(out / "A.zarr"), mode="r")[...] == 7.0).all()

@@ -136,6 +136,58 @@ def test_overwrite_replaces_an_empty_directory_and_a_result(store, tmp_path):
     assert read_result(str(out)).columns.tolist() == first.columns.tolist()
 
 
+def test_to_zarr_overwrite_replaces_only_its_own_arrays(tmp_path):
+    """overwrite=True deleted whatever was at the path: a folder of the user's files, or
+    a Zarr array of another tool. It replaces an empty directory or an array to_zarr
+    wrote (holding nothing else)."""
+    A = _matrix()
+    mine = tmp_path / "thesis"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("precious")
+    other = zarr.create_array(store=str(tmp_path / "other.zarr"), shape=(3, 3), dtype="f8")
+    other[:] = 1.0
+    ours = str(tmp_path / "ours.zarr")
+    to_zarr(A, ours, chunks=CHUNKS)
+    (tmp_path / "ours2.zarr").mkdir()
+    to_zarr(A, str(tmp_path / "ours2.zarr"), chunks=CHUNKS)
+    (tmp_path / "ours2.zarr" / "notes.txt").write_text("mine")
+    (tmp_path / "empty").mkdir()
+    before = tree_digest(tmp_path)
+    for path, why in ((mine, "not a Zarr array dask_bid wrote"),
+                      (tmp_path / "other.zarr", "not a Zarr array dask_bid wrote"),
+                      (tmp_path / "ours2.zarr", "notes.txt, which dask_bid did not write")):
+        with pytest.raises(OutputExistsError, match=why):
+            to_zarr(2 * A, str(path), overwrite=True)
+    assert tree_digest(tmp_path) == before
+    to_zarr(2 * A, ours, overwrite=True)
+    to_zarr(2 * A, str(tmp_path / "empty"), overwrite=True)
+    for path in (ours, tmp_path / "empty"):
+        np.testing.assert_array_equal(zarr.open_array(str(path), mode="r")[...], 2 * A)
+
+
+def test_an_array_is_never_written_onto_the_store_it_reads(tmp_path):
+    """to_zarr(da.from_zarr(p) * 2, p, overwrite=True) removed p before reading it: the
+    data was lost. So did a fit whose dask input reads a result it replaces."""
+    import dask.array as da
+
+    A = _matrix()
+    path = str(tmp_path / "A.zarr")
+    to_zarr(A, path, chunks=CHUNKS)
+    before = tree_digest(tmp_path)
+    for x in (da.from_zarr(path) * 2, zarr.open_array(path, mode="r")):
+        for dst in (path, path + "/inner"):
+            with pytest.raises(OutputLocationError, match="writing it there would delete"):
+                to_zarr(x, dst, overwrite=True)
+    assert tree_digest(tmp_path) == before
+    res = str(tmp_path / "res.zarr")
+    bayesian_id(path, K, out=res, **KW, **SYNC)
+    before = tree_digest(tmp_path)
+    with pytest.raises(OutputLocationError, match="input is never written or deleted"):
+        bayesian_id(da.from_zarr(res + "/C"), 2, out=res, overwrite=True, **KW, **SYNC)
+    assert tree_digest(tmp_path) == before
+    np.testing.assert_array_equal(zarr.open_array(path, mode="r")[...], A)
+
+
 # --------------------------------------------------------------------- 2. resume identity
 def test_resume_with_another_matrix_of_the_same_shape_is_refused(store, tmp_path):
     out = str(tmp_path / "fit.zarr")

@@ -52,6 +52,7 @@ from .zarr_io import (
     stored_column_names,
     valid_column_names,
     write_result,
+    zarr_sources_of,
 )
 
 __all__ = ["fit_dask", "ENGINE_DEFAULTS", "MAX_RECOVERIES"]
@@ -323,10 +324,12 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
                              "not zero: pass missing='mask' (to fit zeros, densify it "
                              "first: X.toarray()).")
     in_path = src.path if src.kind in ("zarr", "sparse") else None
+    # a dask array may read Zarr stores (from_zarr): those are inputs too, never replaced
+    dask_inputs = zarr_sources_of(src.array) if src.kind == "dask" else ()
     if resume and out is None:
         raise ParameterError("resume=True needs out=, the output group holding the checkpoints.")
     if out is not None:  # refusals of the output location first: they read nothing
-        check_output_location(out, input_path=in_path,
+        check_output_location(out, input_path=in_path, inputs=dask_inputs,
                               overwrite=overwrite, resume=resume,
                               storage_options=storage_options)
     # listing the store is cheap next to a pass, and nothing is created before it
@@ -361,7 +364,8 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         group, existing = (None, False)
         if out is not None:
             group, existing = prepare_output(
-                out, input_path=in_path, overwrite=overwrite, resume=resume,
+                out, input_path=in_path, inputs=dask_inputs, overwrite=overwrite,
+                resume=resume,
                 storage_options=storage_options)
         run = _Fit(src, p, meta, layout, group, existing, entropy_given, client=client,
                    out=out, storage_options=storage_options,

@@ -242,9 +242,17 @@ def zarr_array_location(array) -> str | None:
     """
     store = getattr(array, "store", None)
     root = getattr(store, "root", None)
+    sub = [p for p in (getattr(array, "path", "") or "").split("/") if p]
     if root is not None and type(store).__name__ == "LocalStore":
-        sub = getattr(array, "path", "") or ""
-        return os.path.join(os.fspath(root), *[p for p in sub.split("/") if p])
+        return os.path.join(os.fspath(root), *sub)
+    fs = getattr(store, "fs", None)
+    if fs is not None and isinstance(getattr(store, "path", None), str):
+        # an FsspecStore (dask's from_zarr opens even a local path through fsspec): the
+        # str() of its store_path names the store object, not where it is
+        protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+        if "file" in protocols or "local" in protocols:
+            return os.path.join(store.path, *sub)
+        return "/".join([fs.unstrip_protocol(store.path).rstrip("/"), *sub])
     return str(array.store_path) if hasattr(array, "store_path") else None
 
 

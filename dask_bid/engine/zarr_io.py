@@ -132,8 +132,11 @@ def to_zarr(array, path, *, chunks=None, overwrite=False, storage_options=None):
         Chunk shape; by default :func:`default_chunks` (tall row blocks spanning all or a
         few thousand columns, about 16 MiB each), the access pattern of the engine.
     overwrite : bool, default=False
-        Replace an existing store; otherwise an existing, non-empty ``path`` raises
-        :class:`~dask_bid.OutputExistsError`.
+        Replace an existing array that ``to_zarr`` (or the command line's conversion)
+        wrote, or an empty directory; anything else at ``path`` (a folder of other files,
+        another tool's Zarr array) is never deleted: :class:`~dask_bid.OutputExistsError`.
+        An ``array`` that reads from ``path`` (``da.from_zarr(path) * 2``) is refused
+        (:class:`~dask_bid.OutputLocationError`): the old store would be removed first.
     storage_options : dict, optional
         For fsspec URLs.
 
@@ -159,11 +162,13 @@ def to_zarr(array, path, *, chunks=None, overwrite=False, storage_options=None):
         from .remote import check_bucket
 
         check_bucket(path, storage_options, output=True)
+    _check_not_read_from(array, path)
     if _exists(path, storage_options):
         if not overwrite:
             raise OutputExistsError(
                 f"{path!r} already exists; pass overwrite=True to replace it or choose "
                 "another path.")
+        check_replaceable_array(path, storage_options)
         _remove(path, storage_options)
     dtype = np.dtype(array.dtype)
     if chunks is None:
@@ -186,6 +191,66 @@ def to_zarr(array, path, *, chunks=None, overwrite=False, storage_options=None):
             z[r0:r0 + step] = array[r0:r0 + step]
     mark_complete(z)
     return zarr.open_array(path, mode="r", storage_options=storage_options)
+
+
+def _zarr_sources(array):
+    """The Zarr arrays ``array`` reads from: itself, or those in its dask graph."""
+    import zarr
+
+    if isinstance(array, zarr.Array):
+        return [array]
+    graph = getattr(array, "dask", None)
+    found = []
+    for layer in getattr(graph, "layers", {}).values():
+        if type(layer).__name__ != "MaterializedLayer":  # from_zarr keeps the array in one
+            continue
+        found += [v for v in dict(layer).values() if isinstance(v, zarr.Array)]
+    return found
+
+
+def zarr_sources_of(array) -> list[str]:
+    """Where the Zarr arrays that ``array`` reads from live (paths or URLs)."""
+    from .inputs import zarr_array_location
+
+    locs = [zarr_array_location(a) for a in _zarr_sources(array)]
+    return [loc for loc in locs if loc is not None]
+
+
+def _check_not_read_from(array, path):
+    """Refuse to write an array onto the store it is read from: the old store is removed
+    before the new one is written, so its data would be lost."""
+    for loc in zarr_sources_of(array):
+        if same_or_nested(loc, path):
+            raise OutputLocationError(
+                f"the array is read from {loc!r}, which {path!r} is, holds or lies in: "
+                "writing it there would delete what it reads. Write it to another path "
+                "(then move it), or compute it first.")
+
+
+def check_replaceable_array(path, storage_options=None):
+    """``overwrite=True`` replaces an empty directory or a Zarr array that dask_bid wrote
+    (marked ``dask_bid_array``) holding nothing else; anything else is the user's."""
+    import zarr
+
+    if not is_url(path) and os.path.isdir(path) and not os.listdir(path):
+        return
+    try:
+        ours = ARRAY_ATTR in zarr.open_array(
+            path, mode="r", storage_options=url_options(path, storage_options)).attrs
+    except Exception:
+        ours = False
+    if not ours:
+        raise OutputExistsError(
+            f"refusing to replace {path!r}: it is not a Zarr array dask_bid wrote, and "
+            "overwrite=True only replaces those or empty directories. Remove it yourself "
+            "or choose another path.")
+    if not is_url(path):
+        foreign = [n for n in sorted(os.listdir(path)) if n not in ("zarr.json", "c")]
+        if foreign:
+            raise OutputExistsError(
+                f"refusing to replace {path!r}: besides a Zarr array it holds "
+                f"{', '.join(foreign[:4])}, which dask_bid did not write. Move them out, or "
+                "choose another path.")
 
 
 def create_matrix_array(path, shape, dtype, chunks, *, storage_options=None, attrs=None):

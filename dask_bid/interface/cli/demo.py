@@ -71,11 +71,13 @@ def run_demo(out=None, *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
     if n_iter is not None:
         s["n_iter"] = int(n_iter)
         s["burn_in"] = min(s["burn_in"], int(n_iter) // 3)
+    own = out is None  # ~/.cache/dask_bid/demo: the demo's own folder
     out = os.fspath(out) if out is not None else default_demo_dir()
     os.makedirs(out, exist_ok=True)
     _say(quiet, f"output       {out}")
     paths = {"input": os.path.join(out, "A.zarr"), "result": os.path.join(out, "result.zarr"),
              "plot": os.path.join(out, "result.png")}
+    _check_replaceable(paths, own_folder=own)
     timings = {}
     t_all = time.perf_counter()
 
@@ -131,7 +133,7 @@ def run_demo(out=None, *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
             # matplotlib is an optional extra: the demo still runs without it
             plot_note = 'skipped: matplotlib is not installed (pip install "dask_bid[plot]")'
         else:
-            fig.savefig(paths["plot"], dpi=110)
+            fig.savefig(paths["plot"], dpi=110, metadata={"Software": _PNG_MARK})
             plots.close(fig)
     timings["total"] = time.perf_counter() - t_all
     lines = result_lines(res, planted=planted)
@@ -148,6 +150,31 @@ def run_demo(out=None, *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
         paths["plot"] = None
     return {"result": res, "planted": planted, "rid_mse": float(rid.mse_), "paths": paths,
             "timings": timings, "settings": s}
+
+
+#: written into the demo's figure, so that a later demo knows the file is its own
+_PNG_MARK = "dask_bid demo"
+
+
+def _check_replaceable(paths, own_folder=False):
+    """The demo replaces what an earlier demo wrote in its folder, nothing else: a Zarr
+    array, a result or a figure of the user's own under those names is refused before
+    any work (a figure in the demo's own cache folder is its own, whatever version made
+    it)."""
+    from ..._errors import OutputExistsError
+    from ...engine.zarr_io import check_output, check_replaceable_array
+
+    if os.path.exists(paths["input"]):
+        check_replaceable_array(paths["input"])
+    check_output(paths["result"], overwrite=True)
+    png = paths["plot"]
+    if os.path.exists(png) and not own_folder:
+        with open(png, "rb") as fh:
+            ours = os.path.isfile(png) and _PNG_MARK.encode() in fh.read(4096)
+        if not ours:
+            raise OutputExistsError(
+                f"refusing to replace {png!r}: the demo did not write it. Move it, or give "
+                "the demo another --out.")
 
 
 def run(args):
