@@ -100,6 +100,14 @@ def _zarr_good(d):
     return d / "in.zarr"
 
 
+def _npy_beside_a_foreign_store(d):
+    """A Zarr array of another tool where fit would put the conversion of in.npy."""
+    np.save(d / "in.npy", np.random.default_rng(0).standard_normal((30, 6)))
+    z = zarr.create_array(store=str(d / "in.npy.zarr"), shape=(3, 3), dtype="f8")
+    z[:] = 5.0
+    return d / "in.npy"
+
+
 def _triplets_from_one(d):
     """MovieLens' layout: user, item, rating, counted from 1."""
     rng = np.random.default_rng(0)
@@ -150,6 +158,9 @@ CASES = [
     ("--scheduler that is not a scheduler address", _npy_good, ["--scheduler", "processes"],
      ["--scheduler processes names one of dask's single-machine schedulers",
       "--scheduler local (", "--scheduler synchronous (", "tcp://host:8786"]),
+    ("--overwrite where the conversion goes, onto an array dask_bid did not write",
+     _npy_beside_a_foreign_store, ["--overwrite"],
+     ["refusing to replace", "in.npy.zarr", "not a Zarr array dask_bid wrote"]),
     ("a triplet file that counts from 1, without --index-base", _triplets_from_one,
      ["--format", "triplets", "--missing", "mask"],
      ["column 0 of", "holds no entry", "counts rows and columns from 1", "--index-base 1"]),

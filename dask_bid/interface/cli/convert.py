@@ -130,6 +130,10 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
             raise OutputExistsError(
                 f"{dst!r} exists and was not converted from this version of {src!r}; pass "
                 "--overwrite to replace it.")
+        if overwrite:  # replaced below: only a Zarr array dask_bid wrote, holding no more
+            from ...engine.zarr_io import check_replaceable_array
+
+            check_replaceable_array(dst)
     if suffix == ".npy":
         arr = open_npy(src)
         if arr.ndim != 2:
