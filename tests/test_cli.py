@@ -334,6 +334,36 @@ def test_the_seed_of_a_fit_without_one_is_shown_and_repeats_it(data, tmp_path, c
     np.testing.assert_array_equal(a.trace_["sigma2"], b.trace_["sigma2"])
 
 
+def test_fits_started_side_by_side_share_one_conversion(data, tmp_path):
+    """Fits of one file into one folder, started together (K = 5, 10, 20 ...), converted
+    it at the same time: one of them was refused ("was not converted from this version")
+    and two writers could interleave. A fit now waits while another process converts,
+    then reuses its store. Here the test holds the conversion's lock and converts."""
+    from dask_bid.engine.lock import OutputLock
+    from dask_bid.interface.cli.convert import _convert
+
+    d, A, _ = data
+    dst = tmp_path / "a.npy.zarr"
+    lock = OutputLock(str(dst)).acquire()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dask_bid.interface.cli", "fit", str(d / "a.npy"), "--k", "3",
+         "--out", str(tmp_path / "k3.zarr"), *FAST, "--scheduler", "synchronous"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stderr.readline()  # the fit says it waits, and waits
+        assert first.startswith("waiting      for another dask-bid converting to"), first
+        _convert(str(d / "a.npy"), str(dst), quiet=True, overwrite=False, chunks=None,
+                 fill_missing=None, row_labels="auto", header="auto")
+    finally:
+        lock.release()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-2000:]
+    assert f"reusing {dst} (already converted" in err
+    np.testing.assert_array_equal(open_result(tmp_path / "k3.zarr").C_[...].compute(),
+                                  A[:, open_result(tmp_path / "k3.zarr").columns_])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy.zarr", "k3.zarr"]
+
+
 def test_info_on_inputs_and_results(data, tmp_path, capsys):
     d, A, _ = data
     out = tmp_path / "r.zarr"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import posixpath
 import sys
+import time
 
 import numpy as np
 
@@ -101,6 +102,37 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     str
         ``dst``.
     """
+    # one conversion at a time per destination: fits started side by side on the same file
+    # (K = 5, 10, 20 into one folder) wait for the first one's store, then reuse it
+    lock = conversion_lock(dst, quiet)
+    try:
+        return _convert(src, dst, quiet=quiet, overwrite=overwrite, chunks=chunks,
+                        fill_missing=fill_missing, row_labels=row_labels, header=header)
+    finally:
+        lock.release()
+
+
+def conversion_lock(dst, quiet):
+    """The lease of ``dst`` (engine/lock.py), taken, after waiting while another process
+    holds it; the caller releases it."""
+    from ..._errors import OutputLockedError
+    from ...engine.lock import OutputLock
+
+    lock = OutputLock(dst)
+    said = False
+    while True:
+        try:
+            lock.acquire()
+            return lock
+        except OutputLockedError:
+            if not said and not quiet:
+                print(f"waiting      for another dask-bid converting to {dst}", file=sys.stderr,
+                      flush=True)
+            said = True
+            time.sleep(0.25)
+
+
+def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, header):
     from tqdm.auto import tqdm
 
     from ..._errors import OutputExistsError, StoreNotFoundError

@@ -91,7 +91,7 @@ def sparse_input(args, out, masked, quiet):
     store is fitted as it is. Both need ``--missing mask``.
     """
     from ...engine.sparse_store import is_sparse_store
-    from .convert import converted_path
+    from .convert import conversion_lock, converted_path
 
     check_sparse_options(args)
     src = args.input
@@ -110,6 +110,15 @@ def sparse_input(args, out, masked, quiet):
     if is_url(src) or not os.path.isfile(src):
         raise CLIError(f"--format triplets reads a local file; {src!r} is not one.")
     dst = converted_path(src, out)
+    # fits started side by side on one file wait for the first conversion (convert.py)
+    lock = conversion_lock(dst, quiet)
+    try:
+        return _convert_triplets_once(src, dst, args, quiet)
+    finally:
+        lock.release()
+
+
+def _convert_triplets_once(src, dst, args, quiet):
     if _reusable(dst, src, args):
         _check_counts_from_zero(dst, src, args, made=False)
         say(f"input        {dst} (converted from {src} before; unchanged)", quiet=quiet)
