@@ -364,6 +364,19 @@ def test_fits_started_side_by_side_share_one_conversion(data, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy.zarr", "k3.zarr"]
 
 
+def test_an_unfinished_conversion_is_replaced_without_overwrite(data, tmp_path, capsys):
+    """A conversion stopped half way (Ctrl-C) left a store that blocked every later fit
+    until --overwrite (which also replaces OUT). It is ours and of no use: replaced."""
+    from dask_bid.engine.zarr_io import create_matrix_array
+
+    d, A, _ = data
+    create_matrix_array(str(tmp_path / "a.npy.zarr"), A.shape, A.dtype, (20, A.shape[1]))
+    assert main(["fit", str(d / "a.npy"), "--k", "3", "--out", str(tmp_path / "o.zarr"),
+                 *FAST, "--scheduler", "synchronous"]) == 0
+    assert "replacing    " in capsys.readouterr().err
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a.npy.zarr"))[...], A)
+
+
 def test_info_on_inputs_and_results(data, tmp_path, capsys):
     d, A, _ = data
     out = tmp_path / "r.zarr"

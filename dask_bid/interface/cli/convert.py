@@ -158,6 +158,13 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
                 if not quiet:
                     print(f"reusing {dst} (already converted from {src})", file=sys.stderr)
                 return dst
+        elif _unfinished(existing):
+            # a conversion that was stopped (Ctrl-C, a killed process): ours and of no use;
+            # no one else writes it, as this process holds its lease
+            if not quiet:
+                print(f"replacing    {dst} (a conversion that did not finish)",
+                      file=sys.stderr)
+            overwrite = True
         elif not overwrite:
             raise OutputExistsError(
                 f"{dst!r} exists and was not converted from this version of {src!r}; pass "
@@ -337,6 +344,14 @@ def _remove_store(path):
 
     if not is_url(path):
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _unfinished(existing) -> bool:
+    """A store dask_bid began to write and never marked complete."""
+    from ...engine.zarr_io import ARRAY_ATTR
+
+    mark = existing.attrs.get(ARRAY_ATTR)
+    return isinstance(mark, dict) and mark.get("complete") is False
 
 
 def _open_existing(path):
