@@ -108,6 +108,11 @@ def _npy_beside_a_foreign_store(d):
     return d / "in.npy"
 
 
+def _csv_header_only(d):
+    (d / "in.csv").write_text("a,b,c\n")
+    return d / "in.csv"
+
+
 def _triplets_from_one(d):
     """MovieLens' layout: user, item, rating, counted from 1."""
     rng = np.random.default_rng(0)
@@ -158,6 +163,7 @@ CASES = [
     ("--scheduler that is not a scheduler address", _npy_good, ["--scheduler", "processes"],
      ["--scheduler processes names one of dask's single-machine schedulers",
       "--scheduler local (", "--scheduler synchronous (", "tcp://host:8786"]),
+    ("a header and no data rows", _csv_header_only, [], ["has shape (0, 3)", "at least 1 row"]),
     ("--overwrite where the conversion goes, onto an array dask_bid did not write",
      _npy_beside_a_foreign_store, ["--overwrite"],
      ["refusing to replace", "in.npy.zarr", "not a Zarr array dask_bid wrote"]),
@@ -190,6 +196,7 @@ def test_fit_refusal_is_one_line_and_leaves_nothing(row, build, extra, fragments
     ("empty .npy", _npy_empty, ["is empty"]),
     ("text cell not a number", _csv_bad_cell, ["line 3, column 2"]),
     ("NaN in a .npy or text input", _txt_nan, ["line 2, column 3", "--fill-missing zero"]),
+    ("a header and no data rows", _csv_header_only, ["has shape (0, 3)"]),  # was a crash
 ])
 def test_rid_gives_the_same_messages(row, build, fragments, tmp_path, capsys):
     assert main(["rid", str(build(tmp_path)), "--k", "2"]) == 2

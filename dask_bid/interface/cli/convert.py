@@ -407,6 +407,11 @@ def load_in_memory(path, fill_missing=None, row_labels="auto", header="auto"):
                                       label_cols=label_cols)[0])
         index.update(r0, parts[-1])
     index.check(path)
+    if not parts:  # a header line and nothing after it
+        from ..._errors import InputShapeError
+
+        raise InputShapeError(f"{path!r} has shape (0, {layout.n_cols}); a matrix with at "
+                              "least 1 row and 2 columns is needed.")
     return np.concatenate(parts, axis=0)
 
 
