@@ -217,6 +217,8 @@ OTHER_ROWS = ("NaN in a Zarr input", "error-k over fits of different inputs",
               "a conversion made for the other treatment of NaN",  # test_cli_masked.py
               "permission denied", "an error inside a library",
               "rid --overwrite onto a file rid did not write",  # test_cli.py
+              "a figure dask-bid did not write where `plot`, `fit --plot` or `demo` would "
+              "write one",
               # test_cli_sparse.py
               "a triplet file or a sparse store without --missing mask",
               "--sep, --columns, --shape or --index-base without --format triplets")
@@ -513,3 +515,24 @@ def test_the_demo_replaces_only_what_a_demo_wrote(tmp_path, capsys):
     assert_one_line_error(capsys.readouterr().err, "refusing to replace", "A.zarr")
     assert sorted(p.name for p in out.iterdir()) == ["A.zarr"]
     assert (zarr.open_array(str(out / "A.zarr"), mode="r")[...] == 7.0).all()
+
+
+def test_plots_replace_only_figures_dask_bid_wrote(tmp_path, capsys):
+    """fit --plot and plot wrote over any file of the name they chose (or --out gave):
+    now a figure of the user's there is refused before any work; their own is replaced."""
+    src = _npy_good(tmp_path)
+    out = tmp_path / "r.zarr"
+    mine = tmp_path / "r.trace.png"
+    mine.write_bytes(b"\x89PNG\r\n\x1a\n the user's figure")
+    args = ["fit", str(src), "--k", "2", "--out", str(out), *FAST, "--plot", "trace"]
+    assert main(args) == 2
+    assert_one_line_error(capsys.readouterr().err, "refusing to replace", "r.trace.png")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npy", "r.trace.png"]
+    mine.unlink()
+    assert main(args + ["-q"]) == 0  # writes its own figure ...
+    assert main(["plot", str(out), "--kind", "trace", "-q"]) == 0  # ... and replaces it
+    other = tmp_path / "fig.error-k.png"
+    other.write_bytes(b"\x89PNG\r\n\x1a\n another figure")
+    assert main(["plot", str(out), "--kind", "error-k", "--out", str(tmp_path / "fig")]) == 2
+    assert_one_line_error(capsys.readouterr().err, "refusing to replace", "fig.error-k.png")
+    assert other.read_bytes().endswith(b"another figure")

@@ -9,6 +9,7 @@ import time
 
 from ..demo import DEMO_SETTINGS, make_demo_matrix
 from ._core import positive_int, user_cache_dir
+from .plotting import check_png_replaceable, save_png
 from .progress import ChainProgress
 from .report import result_lines
 from .runtime import compile_kernels
@@ -133,7 +134,7 @@ def run_demo(out=None, *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
             # matplotlib is an optional extra: the demo still runs without it
             plot_note = 'skipped: matplotlib is not installed (pip install "dask_bid[plot]")'
         else:
-            fig.savefig(paths["plot"], dpi=110, metadata={"Software": _PNG_MARK})
+            save_png(fig, paths["plot"], dpi=110)
             plots.close(fig)
     timings["total"] = time.perf_counter() - t_all
     lines = result_lines(res, planted=planted)
@@ -152,29 +153,18 @@ def run_demo(out=None, *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
             "timings": timings, "settings": s}
 
 
-#: written into the demo's figure, so that a later demo knows the file is its own
-_PNG_MARK = "dask_bid demo"
-
-
 def _check_replaceable(paths, own_folder=False):
     """The demo replaces what an earlier demo wrote in its folder, nothing else: a Zarr
     array, a result or a figure of the user's own under those names is refused before
     any work (a figure in the demo's own cache folder is its own, whatever version made
     it)."""
-    from ..._errors import OutputExistsError
     from ...engine.zarr_io import check_output, check_replaceable_array
 
     if os.path.exists(paths["input"]):
         check_replaceable_array(paths["input"])
     check_output(paths["result"], overwrite=True)
-    png = paths["plot"]
-    if os.path.exists(png) and not own_folder:
-        with open(png, "rb") as fh:
-            ours = os.path.isfile(png) and _PNG_MARK.encode() in fh.read(4096)
-        if not ours:
-            raise OutputExistsError(
-                f"refusing to replace {png!r}: the demo did not write it. Move it, or give "
-                "the demo another --out.")
+    if not own_folder:
+        check_png_replaceable([paths["plot"]])
 
 
 def run(args):

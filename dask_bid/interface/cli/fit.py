@@ -26,7 +26,13 @@ from .convert import (
     converted_subnormal_count,
     input_shape,
 )
-from .plotting import parse_plot_kinds, plot_stem, write_plots
+from .plotting import (
+    check_png_replaceable,
+    parse_plot_kinds,
+    plot_paths,
+    plot_stem,
+    write_plots,
+)
 from .progress import ChainProgress, InterruptLatch
 from .reading import (
     FILL_CHOICES,
@@ -192,6 +198,7 @@ def run(args):
 
         check_client_arg(args.scheduler)  # 'processes' and the like: before any work
     kinds = parse_plot_kinds(args.plot) if args.plot else []
+    check_png_replaceable(plot_paths(kinds, plot_stem(out)))  # before any work
     params = params_from_args(args)
     src = args.input
     masked = params.get("missing") == "mask"

@@ -5,7 +5,14 @@ from __future__ import annotations
 import os
 
 from ._core import CLIError, print_lines
-from .plotting import parse_plot_kinds, plot_stem, write_plots
+from .plotting import (
+    check_png_replaceable,
+    parse_plot_kinds,
+    plot_paths,
+    plot_stem,
+    save_png,
+    write_plots,
+)
 
 
 def _input_identity(path) -> dict:
@@ -54,18 +61,24 @@ def run(args):
     from .. import plots
 
     kinds = parse_plot_kinds(args.kind, allow_error_k=True)
+    single = [k for k in kinds if k != "error-k"]
+    stems = [plot_stem(args.out if args.out and len(args.results) == 1 else path)
+             for path in args.results]
+    target = None
+    if "error-k" in kinds:
+        target = (args.out or plot_stem(args.results[0])) + ".error-k.png" \
+            if not (args.out or "").endswith(".png") else args.out
+    # every file this command would write, checked before anything is read or drawn
+    check_png_replaceable([p for s in stems for p in plot_paths(single, s)]
+                          + ([target] if target else []))
     results = [read_result(p) for p in args.results]
     written = []
-    single = [k for k in kinds if k != "error-k"]
-    for path, res in zip(args.results, results, strict=True):
-        stem = plot_stem(args.out if args.out and len(results) == 1 else path)
+    for stem, res in zip(stems, results, strict=True):
         written += write_plots(res, single, stem)
     if "error-k" in kinds:
         check_same_input([str(p) for p in args.results])
         ax = plots.plot_error_vs_k(results)
-        target = (args.out or plot_stem(args.results[0])) + ".error-k.png" \
-            if not (args.out or "").endswith(".png") else args.out
-        ax.figure.savefig(target, dpi=110, bbox_inches="tight")
+        save_png(ax.figure, target, dpi=110, bbox_inches="tight")
         plots.close(ax.figure)
         written.append(target)
     print_lines([f"plot         {w}" for w in written], args.quiet)

@@ -8,7 +8,12 @@ import numpy as np
 
 from ._core import CLIError
 
-__all__ = ["PLOT_KINDS", "parse_plot_kinds", "plot_stem", "write_plots"]
+__all__ = ["PLOT_KINDS", "parse_plot_kinds", "plot_stem", "write_plots", "plot_paths",
+           "check_png_replaceable", "save_png", "PNG_MARK"]
+
+#: Written into every PNG the command line makes (its "Software" text), so that a later
+#: command knows which files it may replace: its own, never a figure of the user's.
+PNG_MARK = "dask_bid"
 
 #: Plot kinds ``--plot`` accepts (``all`` = the first three).
 PLOT_KINDS = ("trace", "autocorr", "inclusion", "error-k")
@@ -30,6 +35,34 @@ def parse_plot_kinds(text, *, allow_error_k=False):
     return list(dict.fromkeys(kinds))
 
 
+def check_png_replaceable(paths):
+    """Refuse, before any work, to replace a file that dask-bid did not write."""
+    for path in paths:
+        if not os.path.lexists(path):
+            continue
+        ours = False
+        if os.path.isfile(path):
+            with open(path, "rb") as fh:
+                head = fh.read(4096)  # the text chunks come before the image data
+            ours = head.startswith(b"\x89PNG") and PNG_MARK.encode() in head
+        if not ours:
+            raise CLIError(f"refusing to replace {path!r}: dask-bid did not write it (the "
+                           "figures it writes carry its mark). Move it, or choose another "
+                           "--out.")
+
+
+def save_png(fig, path, **kwargs):
+    """``fig.savefig`` with the mark :func:`check_png_replaceable` looks for."""
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fig.savefig(path, metadata={"Software": PNG_MARK}, **kwargs)
+
+
+def plot_paths(kinds, stem):
+    """The files :func:`write_plots` writes for ``kinds``."""
+    return [f"{stem}.{kind}.png" for kind in kinds]
+
+
 def plot_stem(out):
     out = str(out).rstrip("/")
     root, ext = os.path.splitext(out)
@@ -37,9 +70,11 @@ def plot_stem(out):
 
 
 def write_plots(res, kinds, stem, *, dpi=110):
-    """Write one PNG per kind as ``<stem>.<kind>.png``; returns the paths written."""
+    """Write one PNG per kind as ``<stem>.<kind>.png``; returns the paths written. A file
+    there that dask-bid did not write is refused before anything is drawn."""
     from .. import plots
 
+    check_png_replaceable(plot_paths(kinds, stem))
     funcs = {"trace": plots.plot_trace, "autocorr": plots.plot_autocorrelation,
              "inclusion": plots.plot_inclusion}
     from ..._errors import ParameterError
@@ -55,9 +90,7 @@ def write_plots(res, kinds, stem, *, dpi=110):
             ax = plots.plot_autocorrelation(res, quantity="sigma2")
         fig = np.ravel(ax)[0].figure
         path = f"{stem}.{kind}.png"
-        d = os.path.dirname(os.path.abspath(path))
-        os.makedirs(d, exist_ok=True)
-        fig.savefig(path, dpi=dpi, bbox_inches="tight")
+        save_png(fig, path, dpi=dpi, bbox_inches="tight")
         plots.close(fig)
         written.append(path)
     return written
