@@ -302,6 +302,11 @@ def test_other_exports_read_as_their_matrix(kind, A, tmp_path, capsys):
     names = z.attrs.get("dask_bid_column_names")
     assert names == (None if "no-header" in kind or kind == "na-markers"
                      else [f"drug{j}" for j in range(N)])
+    assert info["column_names"] == names  # info shows the names it found
+    if names:
+        assert main(["info", str(path)]) == 0
+        assert (f"  names      drug0, drug1, drug2, drug3, drug4, drug5, drug6, drug7, ..., "
+                f"drug11 ({N} columns)\n") in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("first, second, delim", [

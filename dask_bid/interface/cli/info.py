@@ -30,6 +30,7 @@ from .reading import (
     KEEP_NAN,
     RowIndexCheck,
     add_text_options,
+    header_names,
     npy_header,
     scan_non_finite,
     text_options,
@@ -38,6 +39,13 @@ from .reading import (
 #: ``info`` counts the NaN of a local Zarr array (one read of it) up to this size; a
 #: larger or remote one converted by dask-bid reports the count its conversion recorded
 INFO_SCAN_BYTES = 2**30
+
+
+def _first_names(names) -> str:
+    """A header's column names, the first 8 and the last."""
+    if len(names) <= 9:
+        return ", ".join(names)
+    return f"{', '.join(names[:8])}, ..., {names[-1]} ({len(names)} columns)"
 
 
 def _missing_lines(info) -> list[str]:
@@ -101,6 +109,7 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
                     "decimal": layout.decimal, "trailing_delimiter": layout.trailing,
                     "row_labels": layout.row_labels, "row_labels_why": layout.why,
                     "row_numbers_in_column_1": index.numbers() if index.found else None,
+                    "column_names": header_names(spath, layout),
                     "file_size": size, "n_nan": n_nan, "n_inf": n_inf, **counts}
         if suffix == ".npz":
             try:
@@ -248,6 +257,8 @@ def info_lines(info) -> list[str]:
                      f"{info['row_numbers_in_column_1']}, like pandas' index: `dask-bid fit` "
                      "refuses it unless --row-labels first (leave it out) or none (data)"]
                     if info.get("row_numbers_in_column_1") else []),
+                  *([f"  names      {_first_names(info['column_names'])}"]
+                    if info.get("column_names") else []),
                   f"  size       {human_bytes(info['file_size'])} on disk",
                   *_missing_lines(info),
                   "  note       `dask-bid fit` converts it to a Zarr store next to --out"]
