@@ -81,7 +81,8 @@ def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
     if names is None:
         names = getattr(res, "feature_names", None)
     if names is not None and len(names) == res.n_features:
-        lines.insert(3, f"names        {shown_names([names[int(j)] for j in res.columns])}")
+        at = next(i for i, ln in enumerate(lines) if ln.startswith("columns ")) + 1
+        lines.insert(at, f"names        {shown_names([names[int(j)] for j in res.columns])}")
     if planted is not None:
         found = np.intersect1d(res.columns, planted).size
         lines.insert(3, f"planted      {short_list(np.sort(planted))}: {found} of "
