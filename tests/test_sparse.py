@@ -107,6 +107,18 @@ def test_nan_values_are_dropped_and_counted(tmp_path):
                                                 [np.nan, -2.0]])
 
 
+def test_missing_value_markers_are_unobserved_entries(tmp_path):
+    """R's NA (and #N/A, NULL ...) as a value: before, a later line was refused as "not a
+    triplet of numbers" and a first line was taken for a header and dropped."""
+    path = tmp_path / "t.csv"
+    path.write_text("0,1,NA\n0,0,1.5\n1,1,\"NA\"\n2,1,-2\n1,0,#N/A\n")
+    scan = scan_triplets(path)
+    assert scan.shape == (3, 2) and scan.nnz == 2 and scan.n_nan == 3 and not scan.header
+    src = convert_triplets(path, tmp_path / "t.zarr", quiet=True)
+    np.testing.assert_array_equal(_dense(src), [[1.5, np.nan], [np.nan, np.nan],
+                                                [np.nan, -2.0]])
+
+
 @pytest.mark.parametrize("text,kw,error,match", [
     ("0,0,1\n1,1,2\n0,0,3\n", {}, InputShapeError,
      r"gives entry \(row 0, column 0\) more than once"),

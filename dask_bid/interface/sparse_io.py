@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._errors import InputShapeError, NonFiniteInputError, ParameterError, StoreNotFoundError
+from .._na import NA_TOKENS
 from ..engine.sparse_store import (
     create_sparse_group,
     default_block_edges,
@@ -73,9 +74,14 @@ def _where(path, line):
 
 
 def _parse_fields(text, sep, columns):
+    """(row, column, value) of a line, or None; a value marked missing (NA, N/A, NULL ...:
+    the dense reader's markers) is NaN, an unobserved entry."""
     parts = text.split(sep) if sep is not None else text.split()
     try:
-        return [float(parts[c]) for c in columns]
+        r, c, v = (parts[i] for i in columns)
+        value = v.strip().strip('"\'').strip()
+        return [float(r), float(c),
+                np.nan if value.lower() in NA_TOKENS else float(value)]
     except (IndexError, ValueError):
         return None
 
@@ -121,14 +127,18 @@ def _parse_chunk(path, nums, lines, sep, columns):
         arr = np.loadtxt(lines, delimiter=sep, usecols=columns, dtype=np.float64, ndmin=2,
                          comments=None)
     except ValueError:
+        # line by line: a missing-value marker, or the line to name
+        rows = []
         for n, s in zip(nums, lines, strict=True):
-            if _parse_fields(s, sep, columns) is None:
+            got = _parse_fields(s, sep, columns)
+            if got is None:
                 raise InputShapeError(
                     f"{_where(path, n)}: {s[:60]!r} is not a (row, column, value) triplet of "
                     f"numbers in fields {[c + 1 for c in columns]}"
                     f"{'' if sep is None else f' separated by {sep!r}'}; fix the line, or "
                     "give the separator and fields (sep=, columns=; --sep, --columns).") from None
-        raise
+            rows.append(got)
+        arr = np.asarray(rows, dtype=np.float64).reshape(len(rows), 3)
     return np.asarray(nums, dtype=np.int64), arr[:, 0], arr[:, 1], arr[:, 2]
 
 

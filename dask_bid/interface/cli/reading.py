@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..._na import NA_TOKENS
 from ._core import CLIError, file_suffix
 
 __all__ = ["TextLayout", "detect_text_layout", "count_rows", "iter_text_blocks",
@@ -36,9 +37,6 @@ NAN_ADVICE = ("Pass --missing mask to fit the observed entries only (NaN marks a
 
 _DELIM_NAMES = {None: "whitespace", ",": "comma", "\t": "tab", ";": "semicolon"}
 
-#: Fields that mark a missing value (besides an empty field and numpy's "nan"), compared
-#: without quotes and case: R writes NA, spreadsheets #N/A, databases NULL, pandas <NA>.
-NA_TOKENS = frozenset({"na", "n/a", "nan", "-nan", "null", "none", "#n/a", "#na", "<na>"})
 #: A number with a decimal comma (a semicolon-separated export of a European spreadsheet)
 _DECIMAL_COMMA = re.compile(r"^[+-]?\d*,\d+(?:[eE][+-]?\d+)?$")
 
