@@ -86,6 +86,14 @@ def test_inference_data_groups_dims_and_values(easy):
     np.testing.assert_array_equal(stats["accepted"].values, easy.trace["accepted"][:, its])
     assert stats["in_reported_basis"].values.all()
     assert post.attrs["model"] == "gbt" and post.attrs["thin"] == 1
+    assert "w_row_name" not in post.coords  # no names: none made up
+    # a fit that kept its columns' names carries them beside the indices
+    import dataclasses
+
+    names = [f"drug{j}" for j in range(easy.n_features)]
+    post = to_inference_data(dataclasses.replace(easy, feature_names=names)).posterior
+    assert list(post["w_row_name"].values) == [names[c] for c in easy.columns]
+    assert list(post["w_col_name"].values) == [names[c] for c in wcols]
 
 
 def test_draws_off_the_reported_basis_are_nan(apart):

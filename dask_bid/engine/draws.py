@@ -117,7 +117,9 @@ def to_inference_data(result):
     arviz.InferenceData
         Groups ``posterior`` (``sigma2``, ``mse``, ``W``) and ``sample_stats``
         (``accepted``, ``accept_prob``, ``sse``, ``in_reported_basis``), with dims
-        ``chain`` and ``draw``; see the module docstring.
+        ``chain`` and ``draw``; see the module docstring. When the fit kept its columns'
+        names (``feature_names``), ``W``'s dims ``w_row`` / ``w_col`` carry them as the
+        coordinates ``w_row_name`` / ``w_col_name``.
 
     Raises
     ------
@@ -164,6 +166,14 @@ def to_inference_data(result):
     }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        return az.from_dict(posterior=posterior, sample_stats=sample_stats, coords=coords,
-                            dims={"W": ["w_row", "w_col"]}, posterior_attrs=attrs,
-                            sample_stats_attrs=attrs)
+        idata = az.from_dict(posterior=posterior, sample_stats=sample_stats, coords=coords,
+                             dims={"W": ["w_row", "w_col"]}, posterior_attrs=attrs,
+                             sample_stats_attrs=attrs)
+    names = getattr(res, "feature_names", None)
+    if names is not None and len(names) == res.n_features:
+        # the columns' names beside their indices (a DataFrame's, a text header's)
+        pick = np.asarray(names, dtype=object)
+        idata.posterior = idata.posterior.assign_coords(
+            w_row_name=("w_row", pick[coords["w_row"]].astype(str)),
+            w_col_name=("w_col", pick[coords["w_col"]].astype(str)))
+    return idata
