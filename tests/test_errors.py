@@ -416,7 +416,10 @@ def test_missing_store(tmp_path):
 
 
 @pytest.mark.parametrize("what, match", [
-    ("empty-dir", "holds no Zarr metadata"),
+    ("empty-dir", "holds no Zarr metadata .*; pass the path of a Zarr array"),
+    # a folder holding the matrix file: the refusal names it
+    ("folder", r"holds no Zarr metadata .*; it holds '.*folder/data.csv', "
+               r"'.*folder/old.zarr': pass one of them"),
     ("thing", "is a file, not a Zarr store: pass the path of a Zarr array"),
     # a file the command line reads: the refusal says how to fit it from Python
     ("A.npy", r"is a file, not a Zarr store: .*numpy.load\(path, mmap_mode='r'\)"),
@@ -427,6 +430,10 @@ def test_path_without_zarr_metadata(tmp_path, what, match):
     path = tmp_path / what
     if what == "empty-dir":
         path.mkdir()
+    elif what == "folder":
+        path.mkdir()
+        for name in ("data.csv", "notes.md", "old.zarr"):
+            (path / name).write_text("x")
     else:
         path.write_text("not a store")
     with pytest.raises(StoreNotFoundError, match=match):

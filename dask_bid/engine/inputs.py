@@ -256,6 +256,25 @@ def zarr_array_location(array) -> str | None:
     return str(array.store_path) if hasattr(array, "store_path") else None
 
 
+#: Files a user may have meant when giving their folder (the command line converts them)
+_MATRIX_SUFFIXES = (".npy", ".csv", ".tsv", ".txt", ".zarr", ".parquet")
+
+
+def folder_hint(path) -> str:
+    """The end of a refusal of a directory that is not a Zarr store: the matrix files and
+    Zarr stores inside it, which the user may have meant."""
+    try:
+        inside = sorted(n for n in os.listdir(path)
+                        if os.path.splitext(n)[1].lower() in _MATRIX_SUFFIXES)
+    except OSError:
+        return ""
+    if not inside:
+        return "; pass the path of a Zarr array"
+    shown = ", ".join(repr(os.path.join(path, n)) for n in inside[:3])
+    more = f" (+{len(inside) - 3} more)" if len(inside) > 3 else ""
+    return f"; it holds {shown}{more}: pass one of them"
+
+
 def open_zarr_array(path, *, storage_options=None):
     """Open an existing Zarr array read-only, with errors that say what is wrong."""
     import zarr
@@ -288,8 +307,8 @@ def open_zarr_array(path, *, storage_options=None):
                 ".zarray). Check the URL, or write the matrix first, e.g. with "
                 "dask_bid.engine.to_zarr(A, url, storage_options=...).") from exc
         raise StoreNotFoundError(
-            f"no Zarr store at {spath!r}: {exc}. The path exists but holds no Zarr metadata "
-            "(zarr.json or .zarray); pass the path of a Zarr array.") from exc
+            f"no Zarr store at {spath!r}: the directory holds no Zarr metadata (zarr.json or "
+            f".zarray){folder_hint(spath)}.") from exc
     except Exception as exc:  # zarr raises several types for unreadable metadata
         raise CorruptStoreError(
             f"cannot read Zarr metadata at {spath!r} ({type(exc).__name__}: {exc}). The "

@@ -130,6 +130,12 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
     except Exception as exc:
         from ..._errors import CorruptStoreError
 
+        if os.path.isdir(spath) and not any(os.path.exists(os.path.join(spath, m)) for m in (
+                "zarr.json", ".zarray", ".zgroup")):
+            from ...engine.inputs import folder_hint
+
+            raise CLIError(f"{spath!r} is a directory without Zarr metadata (zarr.json or "
+                           f".zarray){folder_hint(spath)}.") from exc
         raise CorruptStoreError(f"cannot read Zarr metadata at {spath!r} "
                                 f"({type(exc).__name__}: {exc}); is it a Zarr store?") from exc
     if isinstance(node, zarr.Array):
