@@ -141,6 +141,9 @@ def test_a_fit_of_a_pandas_file_is_the_fit_of_its_matrix(A, tmp_path, capsys):
     est = open_result(tmp_path / "csv.zarr")
     assert list(est.feature_names_in_) == [f"drug{j}" for j in range(A.shape[1])]
     assert ", ".join(est.get_feature_names_out()) == picked
+    assert main(["info", str(tmp_path / "cells.csv.zarr")]) == 0  # the converted store
+    assert "  names      drug0, drug1, drug2, drug3, drug4, drug5, drug6, drug7, ..., " \
+        f"drug11 ({N} columns)\n" in capsys.readouterr().out
     assert main(["info", str(tmp_path / "ref.zarr")]) == 0  # a .npy has no names
     assert "names" not in capsys.readouterr().out
     assert not hasattr(open_result(tmp_path / "ref.zarr"), "feature_names_in_")

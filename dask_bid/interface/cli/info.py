@@ -151,6 +151,10 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         with contextlib.suppress(Exception):
             info["compressors"] = [type(c).__name__ for c in node.compressors]
         conv = node.attrs.get("dask_bid_converted_from")
+        if len(node.shape) == 2:  # names a conversion kept from a text header
+            from ...engine.zarr_io import stored_column_names
+
+            info["column_names"] = stored_column_names(node)
         recorded = None
         if isinstance(conv, dict):
             info["converted_from"] = conv.get("path")
@@ -241,6 +245,8 @@ def info_lines(info) -> list[str]:
             lines.append(f"  compressor {', '.join(info['compressors'])}")
         if info.get("converted_from"):
             lines.append(f"  converted  from {info['converted_from']}")
+        if info.get("column_names"):
+            lines.append(f"  names      {_first_names(info['column_names'])}")
         filled = info.get("filled") or {}
         if filled.get("fill") == "zero":
             lines.append(f"  filled     {filled.get('n_filled')} NaN entries replaced by 0 "
