@@ -47,6 +47,16 @@ def _r_write_csv(A, path):
     return path
 
 
+def _r_write_csv_years(A, path):
+    """R's ``write.csv`` of a matrix whose column names are numbers (years): quoted, as
+    its row names are; the quotes, not the digits, say they are names."""
+    with open(path, "w") as fh:
+        fh.write(",".join(['""'] + [f'"{2001 + j}"' for j in range(A.shape[1])]) + "\n")
+        for i, row in enumerate(A):
+            fh.write(",".join([f'"{i + 1}"'] + [repr(float(x)) for x in row]) + "\n")
+    return path
+
+
 def _r_write_table(A, path):
     """The format of R's ``write.table(matrix, sep="\\t")``: the header has no field for
     the row names."""
@@ -71,6 +81,7 @@ LABELLED = {
     "labels-no-header": lambda A, p: _pandas(
         A, p, frame={"index": [f"cell{i}" for i in range(M)]}, header=False),
     "r-write-csv": _r_write_csv,
+    "r-write-csv-years": _r_write_csv_years,
     "r-write-table": _r_write_table,
 }
 
@@ -93,7 +104,7 @@ def test_row_labels_are_left_out(kind, A, tmp_path, capsys):
     if kind == "labels-no-header":
         assert names is None
     else:
-        assert len(names) == N and names[-1] in ("drug11", "11", "V12")
+        assert len(names) == N and names[-1] in ("drug11", "11", "V12", "2012")
     # --row-labels none: every column is data (the label column of numbers is then
     # refused only where it holds text)
     if kind in ("pandas-default-index", "pandas-array"):

@@ -144,6 +144,11 @@ def _text(field: str) -> bool:
     return not _numeric(field)
 
 
+def _quoted(field: str) -> bool:
+    s = field.strip()
+    return len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'"
+
+
 def _unquoted(field: str) -> str:
     return field.strip().strip('"\'').strip()
 
@@ -241,6 +246,13 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
     if decimal == ",":  # the checks below read numbers with a decimal point
         fields = [f.replace(",", ".") for f in fields]
         second = None if second is None else [f.replace(",", ".") for f in second]
+    if second is not None and not any(_quoted(f) and _unquoted(f) and _numeric(f)
+                                      for f in second[1:]):
+        # where the data's numbers are not quoted, quotes mark names (R's write.csv quotes
+        # every column name, "2001" too, and the row names, "1" too: line 2's first field
+        # is left out): a quoted number on line 1 is a name, not a value
+        fields = [f"{_unquoted(f)} (quoted)" if _quoted(f) and _unquoted(f) and _numeric(f)
+                  else f for f in fields]
     # a delimiter at the end of every data line (some exports): an empty last field that
     # is no column; the header may end with one too, or not. Only after a header of names
     # (in a file without one, two missing values would look the same)
