@@ -131,7 +131,12 @@ def _value(field: str, decimal: str = ".") -> float:
 
 
 def _numeric(field: str) -> bool:
-    """A number or a missing value (empty, NA, ...), quoted or not."""
+    """A number or a missing value (empty, NA, ...), as the file's layout is read: a
+    quoted field is a name (R's write.csv quotes its names, "2001" and the row name "1"
+    too), unless the file quotes every field (then :func:`detect_text_layout` takes the
+    quotes off first)."""
+    if _quoted(field):
+        return False
     try:
         _value(field)
     except ValueError:
@@ -246,13 +251,11 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
     if decimal == ",":  # the checks below read numbers with a decimal point
         fields = [f.replace(",", ".") for f in fields]
         second = None if second is None else [f.replace(",", ".") for f in second]
-    if second is not None and not any(_quoted(f) and _unquoted(f) and _numeric(f)
-                                      for f in second[1:]):
-        # where the data's numbers are not quoted, quotes mark names (R's write.csv quotes
-        # every column name, "2001" too, and the row names, "1" too: line 2's first field
-        # is left out): a quoted number on line 1 is a name, not a value
-        fields = [f"{_unquoted(f)} (quoted)" if _quoted(f) and _unquoted(f) and _numeric(f)
-                  else f for f in fields]
+    if second is not None and any(_quoted(f) and _numeric(_unquoted(f)) for f in second[1:]):
+        # the numbers of the data are quoted too (csv.QUOTE_ALL, some spreadsheets): the
+        # quotes say nothing here, and a line of quoted numbers is data, not a header
+        fields = [_unquoted(f) for f in fields]
+        second = [_unquoted(f) for f in second]
     # a delimiter at the end of every data line (some exports): an empty last field that
     # is no column; the header may end with one too, or not. Only after a header of names
     # (in a file without one, two missing values would look the same)
