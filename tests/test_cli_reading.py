@@ -342,6 +342,14 @@ def test_the_semicolon_is_taken_only_where_it_splits_the_lines(first, second, de
     assert _delimiter("f.csv", first, second) == delim
 
 
+def test_a_decimal_comma_is_found_after_lines_of_integers(tmp_path):
+    """The first lines of a semicolon file may hold integers only: the decimal mark is
+    looked for further on."""
+    path = tmp_path / "eu.csv"
+    path.write_text("a;b\n1;2\n3;4\n5;6,25\n")
+    np.testing.assert_array_equal(load_in_memory(str(path)), [[1, 2], [3, 4], [5, 6.25]])
+
+
 def test_a_trailing_delimiter_then_a_value_is_refused(A, tmp_path):
     path = _trailing(A, tmp_path / "t.csv", header_too=False)
     lines = path.read_text().splitlines()

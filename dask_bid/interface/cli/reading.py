@@ -246,8 +246,7 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
     delim = _delimiter(path, first, lines[1] if len(lines) > 1 else None)
     fields = _split(first, delim)
     second = _split(lines[1], delim) if len(lines) > 1 else None
-    decimal = "," if delim == ";" and any(
-        _DECIMAL_COMMA.match(_unquoted(f)) for f in fields + (second or [])) else "."
+    decimal = "," if delim == ";" and _decimal_commas(path) else "."
     if decimal == ",":  # the checks below read numbers with a decimal point
         fields = [f.replace(",", ".") for f in fields]
         second = None if second is None else [f.replace(",", ".") for f in second]
@@ -296,6 +295,22 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
     has_header = (header == "yes" if header != "auto"
                   else _auto_header(path, fields, second, labels))
     return TextLayout(delim, has_header, n_fields, labels, why, trailing, decimal)
+
+
+#: Lines of a semicolon file read to find a decimal comma (the first ones may hold integers)
+DECIMAL_SCAN_LINES = 1000
+
+
+def _decimal_commas(path) -> bool:
+    """Whether a semicolon-separated file writes numbers with a decimal comma (1,5), from
+    its first :data:`DECIMAL_SCAN_LINES` lines."""
+    with open(path, encoding="utf-8-sig") as fh:
+        for i, line in enumerate(fh):
+            if i >= DECIMAL_SCAN_LINES:
+                break
+            if any(_DECIMAL_COMMA.match(_unquoted(f)) for f in line.rstrip("\r\n").split(";")):
+                return True
+    return False
 
 
 def _delimiter(path, first, second):
