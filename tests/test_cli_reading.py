@@ -38,20 +38,13 @@ def _pandas(A, path, **kw):
     return path
 
 
-def _r_write_csv(A, path):
-    """The format of R's ``write.csv(matrix)``: quoted names, a quoted empty corner."""
+def _r_write_csv(A, path, names=None):
+    """The format of R's ``write.csv(matrix)``: quoted names, a quoted empty corner.
+    ``names``: the column names (R's default V1, V2, ...); numbers (years) are quoted as
+    the row names are: the quotes, not the digits, say they are names."""
+    names = names or [f"V{j + 1}" for j in range(A.shape[1])]
     with open(path, "w") as fh:
-        fh.write(",".join(['""'] + [f'"V{j + 1}"' for j in range(A.shape[1])]) + "\n")
-        for i, row in enumerate(A):
-            fh.write(",".join([f'"{i + 1}"'] + [repr(float(x)) for x in row]) + "\n")
-    return path
-
-
-def _r_write_csv_years(A, path):
-    """R's ``write.csv`` of a matrix whose column names are numbers (years): quoted, as
-    its row names are; the quotes, not the digits, say they are names."""
-    with open(path, "w") as fh:
-        fh.write(",".join(['""'] + [f'"{2001 + j}"' for j in range(A.shape[1])]) + "\n")
+        fh.write(",".join(['""'] + [f'"{n}"' for n in names]) + "\n")
         for i, row in enumerate(A):
             fh.write(",".join([f'"{i + 1}"'] + [repr(float(x)) for x in row]) + "\n")
     return path
@@ -81,7 +74,8 @@ LABELLED = {
     "labels-no-header": lambda A, p: _pandas(
         A, p, frame={"index": [f"cell{i}" for i in range(M)]}, header=False),
     "r-write-csv": _r_write_csv,
-    "r-write-csv-years": _r_write_csv_years,
+    "r-write-csv-years": lambda A, p: _r_write_csv(
+        A, p, names=[str(2001 + j) for j in range(A.shape[1])]),
     # R's write.table(col.names = FALSE, sep = ","): quoted row names "1", "2", ... and no
     # header; the quotes say they are names
     "r-quoted-row-names-no-header": lambda A, p: p.write_text("".join(

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import sys
@@ -104,17 +105,15 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     """
     # one conversion at a time per destination: fits started side by side on the same file
     # (K = 5, 10, 20 into one folder) wait for the first one's store, then reuse it
-    lock = conversion_lock(dst, quiet)
-    try:
+    with conversion_lock(dst, quiet):
         return _convert(src, dst, quiet=quiet, overwrite=overwrite, chunks=chunks,
                         fill_missing=fill_missing, row_labels=row_labels, header=header)
-    finally:
-        lock.release()
 
 
+@contextlib.contextmanager
 def conversion_lock(dst, quiet):
-    """The lease of ``dst`` (engine/lock.py), taken, after waiting while another process
-    holds it; the caller releases it."""
+    """Hold the lease of ``dst`` (engine/lock.py), waiting while another process holds
+    it."""
     from ..._errors import OutputLockedError
     from ...engine.lock import OutputLock
 
@@ -123,13 +122,17 @@ def conversion_lock(dst, quiet):
     while True:
         try:
             lock.acquire()
-            return lock
+            break
         except OutputLockedError:
             if not said and not quiet:
                 print(f"waiting      for another dask-bid converting to {dst}", file=sys.stderr,
                       flush=True)
             said = True
             time.sleep(0.25)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, header):
@@ -316,26 +319,27 @@ def _treatment(fill) -> str:
             "zero": "--fill-missing zero (NaN replaced by 0)"}.get(fill, "no NaN allowed")
 
 
-def converted_fill_count(path, kept=False) -> int:
-    """How many NaN the conversion at ``path`` replaced by 0, or with ``kept`` kept as
-    missing entries (``--missing mask``); 0 if none or unknown."""
+def _stored_count(path, read) -> int:
+    """A count the conversion at ``path`` recorded, ``read(attrs)``; 0 if none or
+    unknown (no store there, or one made before the count was recorded)."""
     import zarr
 
     try:
-        missing = zarr.open_array(path, mode="r").attrs.get(MISSING_ATTR) or {}
-        return int(missing.get("n_kept" if kept else "n_filled") or 0)
+        return int(read(zarr.open_array(path, mode="r").attrs) or 0)
     except Exception:
         return 0
+
+
+def converted_fill_count(path, kept=False) -> int:
+    """How many NaN the conversion at ``path`` replaced by 0, or with ``kept`` kept as
+    missing entries (``--missing mask``); 0 if none or unknown."""
+    return _stored_count(path, lambda attrs: (attrs.get(MISSING_ATTR) or {}).get(
+        "n_kept" if kept else "n_filled"))
 
 
 def converted_subnormal_count(path) -> int:
     """How many subnormal entries the conversion at ``path`` met (0 if none or unknown)."""
-    import zarr
-
-    try:
-        return int(zarr.open_array(path, mode="r").attrs.get(SUBNORMAL_ATTR) or 0)
-    except Exception:
-        return 0
+    return _stored_count(path, lambda attrs: attrs.get(SUBNORMAL_ATTR))
 
 
 def _remove_store(path):

@@ -92,17 +92,15 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         size = os.path.getsize(spath)
         if suffix == ".npy":
             shape, dtype = npy_header(spath)
-            counts = {}
-            n_nan, n_inf = scan_non_finite(spath, counts=counts)
+            counts = scan_non_finite(spath)._asdict()
             return {"kind": "npy file", "path": spath, "shape": list(shape),
                     "dtype": str(dtype), "size": int(np.prod(shape)) * dtype.itemsize,
-                    "file_size": size, "n_nan": n_nan, "n_inf": n_inf, **counts}
+                    "file_size": size, **counts}
         if suffix in TEXT_SUFFIXES:
             layout = detect_text_layout(spath, row_labels, header)
             index = RowIndexCheck(layout, row_labels)
-            counts = {}
-            n_nan, n_inf = scan_non_finite(spath, row_labels=row_labels, header=header,
-                                           index=index, counts=counts)
+            counts = scan_non_finite(spath, row_labels=row_labels, header=header,
+                                     index=index)._asdict()
             return {"kind": "text file", "path": spath,
                     "shape": [count_rows(spath, layout.header), layout.n_cols],
                     "delimiter": layout.delimiter_name, "header": layout.header,
@@ -110,7 +108,7 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
                     "row_labels": layout.row_labels, "row_labels_why": layout.why,
                     "row_numbers_in_column_1": index.numbers() if index.found else None,
                     "column_names": header_names(spath, layout),
-                    "file_size": size, "n_nan": n_nan, "n_inf": n_inf, **counts}
+                    "file_size": size, **counts}
         if suffix == ".npz":
             try:
                 with np.load(spath, allow_pickle=False) as z:
@@ -202,9 +200,12 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         info["input_filled"] = converted_fill_count(str(src["path"]))
     if "columns" in node:
         info["columns"] = [int(c) for c in node["columns"][...]]
-        names = meta.get("feature_names")
-        if isinstance(names, list) and all(0 <= c < len(names) for c in info["columns"]):
-            info["names"] = [str(names[c]) for c in info["columns"]]
+        from ...engine.zarr_io import valid_column_names
+
+        names = valid_column_names(meta.get("feature_names"), int(node["W"].shape[1])) \
+            if "W" in node else None
+        if names is not None:
+            info["names"] = [names[c] for c in info["columns"]]
     if meta.get("status") != "complete" and "checkpoint" in node:
         info["checkpoints"] = sorted(node["checkpoint"].group_keys()) + sorted(
             node["checkpoint"].array_keys())

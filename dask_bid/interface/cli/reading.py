@@ -377,8 +377,7 @@ def _scan_lines(numbered, layout: TextLayout, path):
     """Parse line by line, raising at the first bad line (the slow path)."""
     rows = []
     for lineno, line in numbered:
-        fields = line.rstrip("\r\n").split(layout.delimiter) if layout.delimiter \
-            else line.split()
+        fields = _split(line.rstrip("\r\n"), layout.delimiter)
         if len(fields) != layout.n_fields:
             raise CLIError(f"line {lineno} of {os.fspath(path)!r} has {len(fields)} "
                            f"columns, the first line has {layout.n_fields} (delimiter: "
@@ -596,16 +595,24 @@ SUBNORMAL_ADVICE = ("{n} entries of {src!r} are subnormal (0 < |x| < 2.2e-308): 
                     "mask")
 
 
+class EntryCounts(NamedTuple):
+    """What :func:`scan_non_finite` counts."""
+
+    n_nan: int
+    n_inf: int
+    #: entries with 0 < |x| < 2.2e-308 (:func:`count_subnormal`)
+    n_subnormal: int
+
+
 def scan_non_finite(path, rows_per_block=65536, row_labels="auto", header="auto",
-                    index=None, counts=None):
-    """Counts of NaN and infinite entries of a ``.npy`` or text matrix (one pass).
-    ``index``: a :class:`RowIndexCheck` fed on the way (text files); ``counts``: a dict
-    that receives ``n_subnormal`` (:func:`count_subnormal`)."""
+                    index=None) -> EntryCounts:
+    """Counts of NaN, infinite and subnormal entries of a ``.npy`` or text matrix (one
+    pass). ``index``: a :class:`RowIndexCheck` fed on the way (text files)."""
     n_nan = n_inf = n_sub = 0
     if file_suffix(path) == ".npy":
         arr = open_npy(path)
         if arr.dtype.kind not in "fc":
-            return 0, 0
+            return EntryCounts(0, 0, 0)
         blocks = iter_npy_blocks(arr, rows_per_block, arr.dtype)
     else:
         layout = detect_text_layout(path, row_labels, header)
@@ -616,6 +623,4 @@ def scan_non_finite(path, rows_per_block=65536, row_labels="auto", header="auto"
         n_nan += int(np.isnan(block).sum())
         n_inf += int(np.isinf(block).sum())
         n_sub += count_subnormal(block)
-    if counts is not None:
-        counts["n_subnormal"] = n_sub
-    return n_nan, n_inf
+    return EntryCounts(n_nan, n_inf, n_sub)

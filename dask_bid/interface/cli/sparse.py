@@ -111,11 +111,8 @@ def sparse_input(args, out, masked, quiet):
         raise CLIError(f"--format triplets reads a local file; {src!r} is not one.")
     dst = converted_path(src, out)
     # fits started side by side on one file wait for the first conversion (convert.py)
-    lock = conversion_lock(dst, quiet)
-    try:
+    with conversion_lock(dst, quiet):
         return _convert_triplets_once(src, dst, args, quiet)
-    finally:
-        lock.release()
 
 
 def _convert_triplets_once(src, dst, args, quiet):
