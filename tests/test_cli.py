@@ -185,9 +185,10 @@ def test_existing_output_resume_and_overwrite(data, tmp_path, capsys):
     # a finished fit resumed is the stored fit
     assert main([*args, "--resume"]) == 0
     assert_same_trace(open_result(out).trace_, first.trace_)
-    # resuming with other parameters is refused, naming the difference
-    assert main([*args[:-1], "--n-iter", "50", "--resume", "-q"]) == 2
-    assert_one_line_error(capsys.readouterr().err, "--n-iter")
+    # resuming with other parameters is refused, naming the difference (a larger
+    # --n-iter alone continues it: tests/test_engine_continue.py)
+    assert main([*args[:-1], "--burn-in", "3", "--resume", "-q"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "--burn-in")
     assert main([*args, "--overwrite", "--model", "gbtn"]) == 0
     assert open_result(out).model == "gbtn"
 

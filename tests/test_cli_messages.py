@@ -408,7 +408,9 @@ def test_a_fit_that_has_not_converged_says_so_in_one_line(tmp_path, capsys):
     warn = [ln for ln in cap.err.replace("\r", "\n").splitlines() if "warning" in ln]
     assert len(warn) == 1, cap.err
     assert re.fullmatch(r"dask-bid: warning: the 2 chains have not converged \(.*\): the "
-                        r"inclusion probabilities, .* run longer \(--n-iter\) or see "
+                        r"inclusion probabilities, .* run longer \(a larger --n-iter; "
+                        r"--resume continues a fit saved to an output from where it "
+                        r"ended\) or see "
                         r"docs/diagnostics.md, 'Convergence'", warn[0]), warn[0]
     line = [ln for ln in cap.out.splitlines() if ln.startswith("convergence  ")]
     assert len(line) == 1 and line[0].endswith("FAILED: not yet posterior summaries")

@@ -101,7 +101,9 @@ def test_output_group_layout_and_read_back(store, tmp_path, cluster):
     assert _tree_hash(path) == before, "the input store was modified"
     g = zarr.open_group(str(out), mode="r")
     assert g.metadata.zarr_format == 3
-    assert "checkpoint" not in g, "checkpoints are removed when the fit completes"
+    # only each chain's final state stays (a larger n_iter continues from it)
+    assert sorted(g["checkpoint"].group_keys()) == [
+        f"c{c}-it{KW_CLUSTER['n_iter']:08d}" for c in range(KW_CLUSTER.get("n_chains", 1))]
     C = g["C"]
     assert C.shape == (M, K) and C.chunks == (48, K)
     np.testing.assert_array_equal(C[...], A[:, res.columns])
@@ -177,9 +179,14 @@ def test_resume_checks(store, tmp_path):
     again = bayesian_id(path, K, client="synchronous", out=out, resume=True,
                         **{**KW, "random_state": None})
     np.testing.assert_array_equal(again.components, res.components)
-    with pytest.raises(ParameterError, match="n_iter"):
+    # a finished fit is continued to a larger n_iter (tests/test_engine_continue.py),
+    # never shortened, and nothing else may change
+    with pytest.raises(ParameterError, match="never shortened"):
         bayesian_id(path, K, client="synchronous", out=out, resume=True,
-                    **{**KW, "n_iter": 41})
+                    **{**KW, "n_iter": KW["n_iter"] - 1})
+    with pytest.raises(ParameterError, match="burn_in"):
+        bayesian_id(path, K, client="synchronous", out=out, resume=True,
+                    **{**KW, "burn_in": KW["burn_in"] + 1})
     with pytest.raises(ParameterError, match="seed"):
         bayesian_id(path, K, client="synchronous", out=out, resume=True,
                     **{**KW, "random_state": 6})

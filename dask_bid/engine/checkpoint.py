@@ -96,12 +96,13 @@ def warn_fallback(message: str):
 class Checkpointer:
     """Writes and finds the checkpoints of every chain under ``spec``'s ``checkpoint/``."""
 
-    def __init__(self, spec: StoreSpec, keep: int = 2):
+    def __init__(self, spec: StoreSpec, keep: int = 2, create: bool = True):
         self.spec = spec
         self.keep = keep
-        g = spec.group()
-        if "checkpoint" not in g:
-            g.require_group("checkpoint")
+        if create:
+            g = spec.group()
+            if "checkpoint" not in g:
+                g.require_group("checkpoint")
 
     def _names(self):
         """Names under ``checkpoint/``. A local store is listed as a directory: zarr's
@@ -149,11 +150,12 @@ class Checkpointer:
         save_blob(self.spec, f"checkpoint/{name}/client", payload, {"complete": True})
         return name
 
-    def prune(self, chain):
-        """Delete all but the ``keep`` most recent complete checkpoints of ``chain``."""
+    def prune(self, chain, keep=None):
+        """Delete all but the ``keep`` (default: ``self.keep``) most recent complete
+        checkpoints of ``chain``."""
         listed = self._list(chain)
         complete = [n for _, n in listed if self._complete(n)]
-        keep = set(complete[-self.keep:])
+        keep = set(complete[-(keep or self.keep):])
         g = self.spec.group()
         for _, n in listed:
             if n not in keep and (not complete or n < complete[-1]):

@@ -153,7 +153,8 @@ class Convergence(NamedTuple):
         who = f"the {self.n_chains} chains have" if self.n_chains > 1 else "the chain has"
         return (f"{who} not converged ({'; '.join(self.problems)}):"
                 " the inclusion probabilities, credible intervals and posterior means are"
-                " not yet posterior summaries; run longer (n_iter) or see docs/diagnostics.md,"
+                " not yet posterior summaries; run longer (a larger n_iter; resume=True continues"
+                " a fit saved to an output from where it ended) or see docs/diagnostics.md,"
                 " 'Convergence'")
 
 

@@ -50,12 +50,13 @@ from .zarr_io import (
     mark_failed,
     prepare_output,
     stored_column_names,
+    url_options,
     valid_column_names,
     write_result,
     zarr_sources_of,
 )
 
-__all__ = ["fit_dask", "ENGINE_DEFAULTS", "MAX_RECOVERIES"]
+__all__ = ["fit_dask", "check_resume", "ENGINE_DEFAULTS", "MAX_RECOVERIES"]
 
 log = logging.getLogger("dask_bid.engine")
 
@@ -107,6 +108,18 @@ def _input_chunks(src):
             tuple([cc] * (N // cc) + ([N % cc] if N % cc else [])))
 
 
+def _extends(stored, meta) -> bool:
+    """Whether ``meta`` asks for more iterations of the complete fit ``stored`` and for
+    nothing else that changes the chain (then the fit is continued, not compared)."""
+    a, b = dict(stored.get("params") or {}), dict(meta["params"])
+    if stored.get("status") != "complete" or "n_iter" not in a or "n_iter" not in b:
+        return False
+    if a.pop("n_iter") == b.pop("n_iter"):
+        return False
+    return all(jsonable(stored.get(k)) == jsonable(meta.get(k))
+               for k in ("input_shape", "layout", "n_chains")) and a == b
+
+
 def _compare_meta(stored, meta, entropy_given):
     diffs = []
     for k in ("params", "input_shape", "layout", "n_chains"):
@@ -121,11 +134,68 @@ def _compare_meta(stored, meta, entropy_given):
         raise ParameterError(
             "resume=True, but the stored fit differs from this one in "
             f"{', '.join(diffs)}{' (' + '; '.join(detail) + ')' if detail else ''}. Resume with "
-            "the same parameters, input and chunks, or pass resume=False, overwrite=True.")
+            "the same parameters, input and chunks (a finished fit also continues with a "
+            "larger n_iter), or pass resume=False, overwrite=True.")
+    _compare_seed(stored, entropy_given)
+
+
+def _compare_seed(stored, entropy_given):
     if entropy_given is not None and str(entropy_given) != stored.get("entropy"):
         raise ParameterError(
             "resume=True, but random_state gives another seed than the stored fit's. Pass "
             "random_state=None (the stored seed is used) or the original seed.")
+
+
+def _check_extendable(stored, meta, ckpt, where):
+    """Refuse, before any work, to continue a complete fit that cannot be: fewer
+    iterations than it ran, or no final state kept (a fit written before dask_bid kept
+    it, or whose ``checkpoint/`` was removed)."""
+    done, want = int(stored["params"]["n_iter"]), int(meta["params"]["n_iter"])
+    if want < done:
+        raise ParameterError(
+            f"resume=True with n_iter={want}, but the finished fit at {where!r} ran {done} "
+            f"iterations: a fit is continued, never shortened. Pass n_iter > {done} to "
+            "continue it, or resume=False, overwrite=True to fit again.")
+    for c in range(int(stored["n_chains"])):
+        latest = ckpt.latest(c)
+        if latest is None or getattr(latest[1]["state"], "iteration", None) != done:
+            raise ParameterError(
+                f"the finished fit at {where!r} kept no final state of chain {c} (it was "
+                "written before dask_bid kept one, or its checkpoint/ folder was removed): "
+                f"it cannot be continued. Fit again with n_iter={want} and overwrite=True.")
+
+
+def check_resume(out, p, *, storage_options=None):
+    """Refuse at once a ``resume=True`` that the fit stored at ``out`` would refuse
+    once the input is read: other parameters or seed, fewer iterations than a finished
+    fit ran, or a finished fit that kept no final state. ``p``: validated parameters.
+    Silent where ``out`` holds no dask_bid fit (the engine decides then); the input's
+    shape, layout and content are compared by the fit itself.
+
+    The command line calls it before converting the input and compiling the kernels.
+    """
+    from ..kernels.rng import root_entropy
+
+    try:
+        import zarr
+
+        stored = zarr.open_group(local_path(out), mode="r",
+                                 storage_options=url_options(out, storage_options)
+                                 ).attrs.get("dask_bid")
+    except Exception:
+        return
+    if not isinstance(stored, dict) or not isinstance(stored.get("params"), dict):
+        return
+    meta = {k: stored.get(k) for k in ("input_shape", "layout", "n_chains")}
+    meta["params"] = jsonable({k: v for k, v in p.items() if k not in _NOT_COMPARED})
+    given = p.get("random_state")
+    entropy = None if given is None else root_entropy(given)
+    if not _extends(stored, meta):
+        _compare_meta(stored, meta, entropy)
+        return
+    _compare_seed(stored, entropy)
+    _check_extendable(stored, meta, Checkpointer(StoreSpec(local_path(out), storage_options),
+                                                 create=False), local_path(out))
 
 
 class _ChainRunner:
@@ -409,6 +479,10 @@ class _Fit:
                                                            initial_columns)
         self.stored_checksum = None
         self.restart_chains = False
+        # n_iter that sizes the automatic settings (that of the first run of the chains)
+        self.settings_n_iter = None
+        # n_iter of the finished fit that this call continues, if it does
+        self.continued_from = None
 
     def _set_attrs(self, **kw):
         if self.group is not None:
@@ -424,14 +498,27 @@ class _Fit:
         scale = 0
         if self.existing:
             stored = dict(group.attrs["dask_bid"])
-            _compare_meta(stored, self.meta, self.entropy_given)
+            extending = _extends(stored, self.meta)
+            if extending:
+                _compare_seed(stored, self.entropy_given)
+            else:
+                _compare_meta(stored, self.meta, self.entropy_given)
             compare_metadata((stored.get("input") or {}).get("fingerprint"),
                              self.meta["input"]["fingerprint"], local_path(out))
             self.entropy = int(stored["entropy"])
-            if stored.get("status") == "complete":
+            if stored.get("status") == "complete" and not extending:
                 from .zarr_io import read_result
 
                 return read_result(local_path(out), storage_options=self.storage_options)
+            # the automatic settings (pool redraws, candidate batches) stay those of the
+            # n_iter the chains started with, so that a continued chain is one chain
+            self.settings_n_iter = int(stored.get("settings_n_iter")
+                                       or stored["params"]["n_iter"])
+            if extending:
+                _check_extendable(stored, self.meta,
+                                  Checkpointer(StoreSpec(local_path(out), self.storage_options),
+                                               create=False), local_path(out))
+                self.continued_from = int(stored["params"]["n_iter"])
             scale = int(stored.get("scale_log2", 0) or 0)
             self.stored_checksum = (stored.get("input") or {}).get("checksum")
             # without a recorded checksum the checkpoints cannot be tied to this input
@@ -483,7 +570,20 @@ class _Fit:
             now = backends[0].checksum_pass()
             compare_checksum(self.stored_checksum, now, local_path(self.out))
         self.marking = True
-        self._set_attrs(status="running", error=None)
+        if self.continued_from is not None:
+            # one write: the stored result stops being complete when its parameters change
+            self._set_attrs(status="running", error=None, params=self.meta["params"],
+                            settings_n_iter=self.settings_n_iter,
+                            continued_from=self.continued_from)
+        else:
+            self._set_attrs(status="running", error=None)
+
+    def _stored_continued_from(self):
+        """A resumed continuation: the n_iter it continued, as its start recorded."""
+        if self.group is None:
+            return None
+        v = self.group.attrs.get("dask_bid", {}).get("continued_from")
+        return None if v is None else int(v)
 
     def _hook(self, chain, scale):
         def on_first_pass(be):
@@ -557,7 +657,8 @@ class _Fit:
                            else contextlib.nullcontext())
                 with current:
                     # n_candidates="auto" from the workers' memory (never changes the chain)
-                    cfg = chain_config(p, N, **candidate_memory(ex, layout, p["n_chains"]))
+                    cfg = chain_config(p, N, **candidate_memory(ex, layout, p["n_chains"]),
+                                       settings_n_iter=self.settings_n_iter)
                     source = Source(src, layout, ex, scale_log2=scale)
                     ckpt = Checkpointer(spec)
                     if not self.existing:
@@ -593,6 +694,8 @@ class _Fit:
                                     backends[0].final_sse, mask=n_obs)
                     res.n_recoveries = sum(r.n_recoveries for r in runners)
                     res.feature_names = self.meta.get("feature_names")
+                    res.continued_from = (self.continued_from if self.continued_from
+                                          is not None else self._stored_continued_from())
                     unscale_result(check_finite_result(res), scale)
                     if group is not None:
                         if scale and src.kind != "sparse":
@@ -602,7 +705,10 @@ class _Fit:
                         write_result(group, res,
                                      w_chunk_cols=max(b - a for a, b in layout.blocks),
                                      extra_attrs={"status": "complete"})
-                        ckpt.remove_all()
+                        # each chain's final state stays: a later call with a larger
+                        # n_iter continues the chains from it (resume=True)
+                        for c in range(p["n_chains"]):
+                            ckpt.prune(c, keep=1)
                         res.C = da.from_zarr(group["C"])
                     elif src.kind == "sparse":  # dense, NaN where unobserved
                         from .sparse_backend import dense_columns

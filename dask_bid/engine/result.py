@@ -61,6 +61,11 @@ class BIDResult:
         The names of A's N columns, when the input had them: a DataFrame's column names,
         or those a Zarr input records (``dask_bid_column_names``, written by the command
         line's conversion of a text file with a header). Kept in ``out``.
+    continued_from : int or None
+        The ``n_iter`` of the finished fit whose chains this one continued (a fit saved
+        to ``out`` and called again with ``resume=True`` and a larger ``n_iter``); None
+        for chains run in one go. The chains keep the automatic settings of the
+        ``n_iter`` they started with (docs/engine.md, "Continuing a finished fit").
     """
 
     columns: np.ndarray
@@ -85,6 +90,7 @@ class BIDResult:
     C: Any = None
     n_recoveries: int = 0
     feature_names: list | None = None
+    continued_from: int | None = None
 
     @property
     def n_chains(self) -> int:

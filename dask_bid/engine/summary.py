@@ -199,9 +199,18 @@ def _check_pool_memory(size, memory, row_bytes):
             "more memory.")
 
 
-def chain_config(p, n_cols: int, *, memory=None, row_bytes=None) -> ChainConfig:
+def chain_config(p, n_cols: int, *, memory=None, row_bytes=None,
+                 settings_n_iter=None) -> ChainConfig:
     """The chain's settings from the validated parameters ``p``; ``memory`` and
-    ``row_bytes`` size ``n_candidates="auto"`` (:func:`n_candidates_for`)."""
+    ``row_bytes`` size ``n_candidates="auto"`` (:func:`n_candidates_for`).
+
+    ``settings_n_iter``: a chain continued past the ``n_iter`` it was started with
+    keeps the automatic settings derived from that one (the pool's redraws,
+    ``pool_every="auto"``, and the candidate batches), so that it stays one chain.
+    """
+    if settings_n_iter is not None and int(settings_n_iter) != int(p["n_iter"]):
+        return chain_config({**p, "n_iter": int(settings_n_iter)}, n_cols, memory=memory,
+                            row_bytes=row_bytes)._replace(n_iter=int(p["n_iter"]))
     move, score = SAMPLER_MOVES[p["sampler"]]
     m = n_tries_for(p.get("n_tries", 1), n_cols, p["n_components"]) if move == "collapsed" \
         else 1

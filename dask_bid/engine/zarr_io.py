@@ -645,6 +645,7 @@ def _read_complete(g, meta, s):
         n_features=_num(s.get("n_features"), int, g["W"].shape[1]),
         params=dict(meta["result_params"]) if isinstance(meta.get("result_params"), dict)
         else {}, draws_w=draws_w,
-        feature_names=valid_column_names(meta.get("feature_names"), g["W"].shape[1]))
+        feature_names=valid_column_names(meta.get("feature_names"), g["W"].shape[1]),
+        continued_from=_num(meta.get("continued_from"), int, None))
     res.C = da.from_zarr(g["C"]) if "C" in g else None
     return res

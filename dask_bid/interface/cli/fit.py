@@ -138,8 +138,9 @@ def _check_out_free(out, args):
                  flags={"overwrite": "--overwrite", "resume": "--resume", "out": "--out"})
 
 
-def _validate_early(src, k, params, text=None):
-    """Everything checkable from metadata; returns the input's shape."""
+def _validate_early(src, k, params, text=None, resume_at=None):
+    """Everything checkable from metadata (with ``resume_at``, the output a resume
+    continues: its stored parameters too); returns the input's shape."""
     from .._params import validate_params
     from ..functional import DEFAULTS
 
@@ -154,7 +155,11 @@ def _validate_early(src, k, params, text=None):
 
         raise InputShapeError(f"{src!r} has {shape[1]} column; dask-bid needs a matrix with "
                               "at least 2 columns.")
-    validate_params({**DEFAULTS, **params, "n_components": k}, n_cols=shape[1])
+    p = validate_params({**DEFAULTS, **params, "n_components": k}, n_cols=shape[1])
+    if resume_at is not None:
+        from ...engine.fit import check_resume
+
+        check_resume(resume_at, p)  # a resume the stored fit refuses: before any work
     return shape
 
 
@@ -221,7 +226,8 @@ def run(args):
                        ".npy / text file it came from.")
     text = text_options(args, src if convertible else None)
     # everything checkable from metadata is checked before converting or sampling
-    shape = _validate_early(src, args.k, params, text)
+    shape = _validate_early(src, args.k, params, text,
+                            resume_at=out if args.resume else None)
     if failed is not None:
         say(f"replacing    {out} (a failed fit: {failed})", quiet=args.quiet)
     if convertible:

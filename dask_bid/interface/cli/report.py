@@ -43,6 +43,15 @@ def convergence_line(conv, sampler, label="convergence  ") -> str:
             f"{verdict}")
 
 
+def continued_words(continued_from, sep="; ") -> str:
+    """``sep`` + ``continued from a finished fit of N iterations`` for chains run past a
+    finished fit; empty for chains run in one go."""
+    try:
+        return f"{sep}continued from a finished fit of {int(continued_from)} iterations"
+    except (TypeError, ValueError):
+        return ""
+
+
 def shown_names(picked) -> str:
     """The names of the selected columns, the first 20 of them."""
     return ", ".join(picked[:20]) + (f", ... ({len(picked)} in all)" if len(picked) > 20
@@ -63,7 +72,8 @@ def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
         f"({sampler_label(p)} sampler), K = {K}, "
         f"A is {res.n_samples} x {res.n_features}",
         f"chains       {n_chains} x {n_iter} iterations (burn-in {p.get('burn_in')}, "
-        f"thin {p.get('thin')}), {res.draws_sigma2.size} retained draws, "
+        f"thin {p.get('thin')}{continued_words(getattr(res, 'continued_from', None))}), "
+        f"{res.draws_sigma2.size} retained draws, "
         f"{res.n_draws_point} with the reported basis",
         *([f"seed         {p['entropy']} (--seed repeats this fit with it)"]
           if seed and p.get("entropy") is not None else []),
