@@ -317,6 +317,71 @@ def test_rid_names_the_columns_and_replaces_only_its_own_file(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv", "mine.npz", "r.npz"]
 
 
+def test_column_names_from_a_file_name_the_selected_columns(tmp_path, capsys):
+    """--column-names FILE: one name per line (of a tab-separated line the second field,
+    as in the paper's drugs.txt), shown by fit, info and rid and kept in OUT and the
+    .npz; a file of another length or with a blank line is refused before INPUT is
+    converted, and a file with as many names as INPUT has rows says so."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((30, 2)) @ rng.standard_normal((2, 8))
+    src = tmp_path / "m.csv"
+    src.write_text("\n".join(",".join(map(str, r.tolist())) for r in A) + "\n")
+    names = [f"Drug-{j}" for j in range(8)]
+    lines = [f"drug{j}\t{n}" for j, n in enumerate(names)]
+    lines[3] = "drug3\t"  # no display name: the first field
+    names[3] = "drug3"
+    nfile = tmp_path / "drugs.txt"
+    nfile.write_text("\n".join(lines) + "\n\n")
+    out = tmp_path / "r.zarr"
+    assert main(["fit", str(src), "--k", "2", "--out", str(out), "--column-names",
+                 str(nfile), *FAST, "--n-chains", "1"]) == 0
+    text = capsys.readouterr().out
+    res = open_result(out)
+    picked = [names[j] for j in res.columns_]
+    assert f"names        {', '.join(picked)}\n" in text
+    assert list(res.feature_names_in_) == names
+    assert main(["info", str(out)]) == 0
+    assert f"  names      {', '.join(picked)}\n" in capsys.readouterr().out
+    assert main(["rid", str(src), "--k", "2", "--seed", "1", "--column-names", str(nfile),
+                 "--out", str(tmp_path / "r.npz")]) == 0
+    capsys.readouterr()
+    with np.load(tmp_path / "r.npz") as z:
+        assert list(z["names"]) == [names[j] for j in z["columns"]]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    rows = tmp_path / "rows.txt"
+    rows.write_text("\n".join(f"cell{i}" for i in range(30)) + "\n")
+    gap = tmp_path / "gap.txt"
+    gap.write_text("a\nb\n\nd\ne\nf\ng\nh\n")
+    for cmd, bad, fragment in [
+            ("fit", rows, "has 30 names, but {src!r} has 8 columns (30 is the number of "
+                          "its rows: {bad!r} may name the rows)"),
+            ("rid", rows, "has 30 names, but {src!r} has 8 columns"),
+            ("fit", gap, "line 3 of {bad!r} is empty"),
+            ("fit", tmp_path / "nope.txt", "no such file {bad!r}")]:
+        argv = [cmd, str(src), "--k", "2", "--column-names", str(bad),
+                "--out", str(tmp_path / ("x.zarr" if cmd == "fit" else "x.npz"))]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert_one_line_error(err, fragment.format(src=str(src), bad=str(bad)))
+    # nothing converted or written by the refused runs
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before + ["rows.txt",
+                                                                          "gap.txt"])
+
+
+def test_the_papers_drug_names_name_the_selected_drugs(shared_data_dir, tmp_path, capsys):
+    """The paper's IC50 file with its drugs.txt: the names are those the dataset loader
+    gives the columns."""
+    from dask_bid.datasets import load_ccle_ic50
+
+    d = shared_data_dir / "ccle_ic50"
+    out = tmp_path / "k3.zarr"
+    assert main(["fit", str(d / "ic50.txt"), "--k", "3", "--out", str(out), "--missing",
+                 "mask", "--column-names", str(d / "drugs.txt"), *FAST, "-q"]) == 0
+    res = open_result(out)
+    assert list(res.feature_names_in_) == load_ccle_ic50(shared_data_dir, n_copies=1).col_labels
+    assert "17-AAG" in res.feature_names_in_  # the display name, not "17aag"
+
+
 def test_the_seed_of_a_fit_without_one_is_shown_and_repeats_it(data, tmp_path, capsys):
     """Without --seed the fit draws one: the summary and info show it, and --seed with it
     gives the same fit bit for bit."""

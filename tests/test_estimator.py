@@ -295,6 +295,45 @@ def test_a_dataframes_column_names_are_kept_in_the_result_and_its_store(where, t
         assert not hasattr(open_result(tmp_path / "n.zarr"), "feature_names_in_")
 
 
+@pytest.mark.parametrize("where", ["memory", "engine"])
+def test_names_given_to_the_fit_are_kept_like_a_dataframes(where, tmp_path):
+    """``feature_names=`` names the columns of a numpy or Zarr input: kept in the
+    result, in ``out`` and as ``feature_names_in_``; a resume that names none keeps
+    them; wrong counts, non-strings and a DataFrame's other names are refused."""
+    from dask_bid import ParameterError, open_result
+
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((40, 3)) @ rng.standard_normal((3, 10))
+    names = [f"drug{j}" for j in range(10)]
+    kw = dict(FAST, random_state=0)
+    out = str(tmp_path / "r.zarr")
+    engine = {} if where == "memory" else {"client": "synchronous", "out": out}
+    res = bayesian_id(A, 3, feature_names=names, **kw, **engine)
+    assert res.feature_names == names
+    est = BayesianID(3, **kw).fit(A, feature_names=names,
+                                  **({} if where == "memory" else
+                                     {"client": "synchronous", "out": str(tmp_path / "e.zarr")}))
+    assert list(est.feature_names_in_) == names
+    assert list(est.get_feature_names_out()) == [names[j] for j in est.columns_]
+    if where == "engine":
+        assert open_result(out).result_.feature_names == names
+        # continued without names: the stored ones stay, in the result and in out
+        more = bayesian_id(A, 3, **{**kw, "n_iter": kw["n_iter"] + 4}, resume=True, **engine)
+        assert more.feature_names == names and open_result(out).result_.feature_names == names
+    import pandas as pd
+
+    for bad, match in [(names[:9], "has 9 names, but A has 10 columns"),
+                       ("drug", "must be a sequence of 10 strings"),
+                       (list(range(10)), "must be strings; entry 0 is 0 \\(int\\)")]:
+        with pytest.raises(ParameterError, match=match):
+            bayesian_id(A, 3, feature_names=bad, **kw)
+    df = pd.DataFrame(A, columns=[f"x{j}" for j in range(10)])
+    with pytest.raises(ParameterError, match="DataFrame whose column names differ"):
+        bayesian_id(df, 3, feature_names=names, **kw)
+    assert bayesian_id(df, 3, feature_names=list(df.columns), **kw).feature_names == list(
+        df.columns)
+
+
 def test_the_engine_reads_a_fortran_array_as_the_c_array():
     """On the Dask engine too, a Fortran-ordered array gives the chain of the C-ordered
     one, bit for bit."""

@@ -506,6 +506,9 @@ class _Fit:
             compare_metadata((stored.get("input") or {}).get("fingerprint"),
                              self.meta["input"]["fingerprint"], local_path(out))
             self.entropy = int(stored["entropy"])
+            if self.meta.get("feature_names") is None and stored.get("feature_names"):
+                # a resume that names no columns keeps the names the fit started with
+                self.meta["feature_names"] = stored["feature_names"]
             if stored.get("status") == "complete" and not extending:
                 from .zarr_io import read_result
 
@@ -570,13 +573,16 @@ class _Fit:
             now = backends[0].checksum_pass()
             compare_checksum(self.stored_checksum, now, local_path(self.out))
         self.marking = True
+        # names given to a resumed fit replace the stored ones (else they are those)
+        named = ({"feature_names": self.meta["feature_names"]}
+                 if self.meta.get("feature_names") is not None else {})
         if self.continued_from is not None:
             # one write: the stored result stops being complete when its parameters change
             self._set_attrs(status="running", error=None, params=self.meta["params"],
                             settings_n_iter=self.settings_n_iter,
-                            continued_from=self.continued_from)
+                            continued_from=self.continued_from, **named)
         else:
-            self._set_attrs(status="running", error=None)
+            self._set_attrs(status="running", error=None, **named)
 
     def _stored_continued_from(self):
         """A resumed continuation: the n_iter it continued, as its start recorded."""

@@ -123,6 +123,10 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         The parameters of :class:`dask_bid.BayesianID`, and the engine's ``client``,
         ``out``, ``overwrite``, ``resume``, ``checkpoint_every``, ``chunks``,
         ``storage_options`` and ``callback`` (see :func:`dask_bid.engine.fit_dask`).
+        ``feature_names``: the names of A's N columns (strings), kept in the result
+        (``BIDResult.feature_names``, ``out``) and shown for the selected columns by the
+        command line; by default a DataFrame's column names, or those recorded on a Zarr
+        input (``attrs["dask_bid_column_names"]``). For a DataFrame they must be its own.
 
     Returns
     -------
@@ -137,6 +141,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     because every draw does.
     """
     engine_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in ENGINE_DEFAULTS}
+    given_names = kwargs.pop("feature_names", None)
     unknown = set(kwargs) - set(DEFAULTS)
     if unknown & {"aggressive", "swap_score"}:
         # the options of earlier versions: say what replaced them
@@ -148,6 +153,8 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     _check_masked_array(A, p["missing"])
     names = feature_names(A)  # a DataFrame's column names, kept in the result
     src = as_matrix_source(A, storage_options=engine_kw.get("storage_options"))
+    if given_names is not None:
+        names = _given_names(given_names, names, src.shape[1])
     p = validate_params(p, n_cols=src.shape[1])
     masked = p["missing"] == "mask"
     mask = engine_kw.pop("mask", None)
@@ -198,6 +205,32 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     # values near 1e200 or 1e-200 are fitted as X / 2^e (engine/scaling.py)
     return _named(fit_scaled_in_memory(X, p, lambda X, p: _fit_memory(
         X, p, callback=engine_kw.get("callback"))), names)
+
+
+def _given_names(given, frame_names, n_cols):
+    """``feature_names=``: N strings, agreeing with a DataFrame's own column names."""
+    from .._attrs import COLUMN_NAMES_MAX
+
+    if isinstance(given, str) or not hasattr(given, "__len__"):
+        raise ParameterError(f"feature_names must be a sequence of {n_cols} strings, one per "
+                             f"column of A, got {type(given).__name__}.")
+    names = list(given)
+    if len(names) != n_cols:
+        raise ParameterError(f"feature_names has {len(names)} names, but A has {n_cols} "
+                             "columns: pass one name per column.")
+    bad = [i for i, n in enumerate(names) if not isinstance(n, str)]
+    if bad:
+        raise ParameterError(f"feature_names must be strings; entry {bad[0]} is "
+                             f"{names[bad[0]]!r} ({type(names[bad[0]]).__name__}).")
+    if n_cols > COLUMN_NAMES_MAX:
+        raise ParameterError(f"feature_names: names are kept for at most {COLUMN_NAMES_MAX:,} "
+                             f"columns (they live in the result's JSON metadata); A has "
+                             f"{n_cols:,}. Drop feature_names.")
+    if frame_names is not None and list(frame_names) != names:
+        raise ParameterError("A is a DataFrame whose column names differ from feature_names: "
+                             "pass one of them (rename the DataFrame's columns, or drop "
+                             "feature_names).")
+    return np.asarray(names, dtype=object)
 
 
 def _named(res, names):

@@ -39,9 +39,11 @@ from .reading import (
     KEEP_NAN,
     MISSING_CHOICES,
     SUBNORMAL_ADVICE,
+    add_names_option,
     add_text_options,
     detect_text_layout,
     labels_line,
+    read_names_file,
     text_options,
 )
 from .report import result_lines
@@ -228,6 +230,8 @@ def run(args):
     # everything checkable from metadata is checked before converting or sampling
     shape = _validate_early(src, args.k, params, text,
                             resume_at=out if args.resume else None)
+    names = (read_names_file(args.column_names, shape, args.input)
+             if args.column_names else None)
     if failed is not None:
         say(f"replacing    {out} (a failed fit: {failed})", quiet=args.quiet)
     if convertible:
@@ -268,7 +272,8 @@ def run(args):
                 say(f"kernels      ready in {dt:.1f} s (cached in "
                     f"{os.environ.get('NUMBA_CACHE_DIR', 'numba cache')})", quiet=args.quiet)
         t0 = time.perf_counter()
-        res = _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch)
+        res = _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch,
+                      names)
     wall = time.perf_counter() - t0
     # a converted text file's header names the selected columns (res.feature_names)
     lines = result_lines(res, seed=True) + [
@@ -281,7 +286,7 @@ def run(args):
     return 0
 
 
-def _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch):
+def _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch, names=None):
     """The fit itself on ``cluster`` (a context yielding the client), with its progress
     bar; NaN found by the engine is reported in command-line words."""
     from ..._errors import NonFiniteInputError
@@ -296,7 +301,8 @@ def _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch
             res = bayesian_id(src, args.k, **params, client=client, out=out,
                               overwrite=overwrite, resume=args.resume,
                               checkpoint_every=args.checkpoint_every, callback=callback,
-                              allow_missing_chunks=args.allow_missing_chunks)
+                              allow_missing_chunks=args.allow_missing_chunks,
+                              **({} if names is None else {"feature_names": names}))
     except NonFiniteInputError as exc:
         raise CLIError(_nan_message(exc, src, params.get("missing") == "mask")) from exc
     return res
@@ -403,6 +409,7 @@ def add_parser(sub):
     fit.add_argument("--allow-missing-chunks", action="store_true",
                      help="accept a Zarr INPUT with chunk files missing (read as its fill "
                      "value); refused by default, as a lost chunk would read as zeros")
+    add_names_option(fit, "kept in OUT")
     fit.add_argument("--plot", default=None, metavar="KINDS",
                      help="write plots next to OUT: comma separated among trace, autocorr, "
                      "inclusion, or all")

@@ -77,6 +77,52 @@ def text_options(args, src) -> dict:
     return opts
 
 
+def add_names_option(parser, kept):
+    """``--column-names FILE`` (fit, rid); ``kept``: where the names are written."""
+    parser.add_argument("--column-names", default=None, metavar="FILE",
+                        help="names of INPUT's columns, one per line (of a tab-separated "
+                        "line the second field, as in the paper's drugs.txt), shown for "
+                        f"the selected columns and {kept}; default: a text INPUT's header, "
+                        "or the names a converted store records")
+
+
+def read_names_file(path, shape, src) -> list[str]:
+    """``--column-names FILE``: one name per line for each column of INPUT (of
+    ``shape``).
+
+    A line of tab-separated fields gives its second field when that is not empty, else
+    its first: the label files of the paper's datasets (``drugs.txt``:
+    ``normalised<TAB>display name``) read as the dataset loaders read them. Blank lines
+    at the end are ignored; a blank line before them is refused (a name is missing).
+    """
+    try:
+        with open(path, encoding="utf-8-sig") as fh:
+            lines = fh.read().splitlines()
+    except FileNotFoundError:
+        raise CLIError(f"--column-names: no such file {path!r}.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CLIError(f"--column-names: cannot read {path!r} as text "
+                       f"({type(exc).__name__}: {exc}).") from None
+    while lines and not lines[-1].strip():
+        lines.pop()
+    names = []
+    for i, line in enumerate(lines, 1):
+        fields = [f.strip() for f in line.split("\t")]
+        name = fields[1] if len(fields) > 1 and fields[1] else fields[0]
+        if not name:
+            raise CLIError(f"--column-names: line {i} of {path!r} is empty; every column of "
+                           "INPUT needs a name (one per line).")
+        names.append(name)
+    n_rows, n_cols = shape
+    if len(names) != n_cols:
+        rows = (f" ({n_rows} is the number of its rows: {path!r} may name the rows)"
+                if len(names) == n_rows else "")
+        raise CLIError(f"--column-names: {path!r} has {len(names)} names, but {src!r} has "
+                       f"{n_cols} columns{rows}: pass a file with one name per column, in "
+                       "order.")
+    return names
+
+
 def labels_line(layout, path) -> str | None:
     """The phase line of a fit that found row labels by itself (``--row-labels auto``)."""
     if not (layout.row_labels and layout.why):

@@ -8,7 +8,7 @@ import numpy as np
 
 from ._core import file_suffix, fmt_g, is_url, nonneg_int, positive_int, print_lines, short_list
 from .convert import CONVERTIBLE_SUFFIXES, load_in_memory
-from .reading import FILL_CHOICES, add_text_options, text_options
+from .reading import FILL_CHOICES, add_names_option, add_text_options, text_options
 from .report import shown_names
 
 
@@ -23,6 +23,12 @@ def run(args):
                        f"{src!r} is read as is: fill its NaN first.")
     convertible = not is_url(src) and file_suffix(src) in CONVERTIBLE_SUFFIXES
     text = text_options(args, src if convertible else None)
+    given = None
+    if args.column_names:  # checked against INPUT's shape before anything is read
+        from .convert import input_shape
+        from .reading import read_names_file
+
+        given = read_names_file(args.column_names, input_shape(src, **text), src)
     if convertible:
         A = load_in_memory(src, fill_missing=args.fill_missing, **text)
     else:
@@ -30,7 +36,8 @@ def run(args):
     est = RandomizedID(args.k, method=args.method, oversampling=args.oversampling,
                        n_power_iter=args.power_iter, random_state=args.seed)
     est.fit(A)
-    names = _column_names(src, convertible, text, est.n_features_in_)
+    names = given if given is not None else _column_names(src, convertible, text,
+                                                          est.n_features_in_)
     picked = None if names is None else [names[int(j)] for j in est.columns_]
     lines = [
         f"method       {args.method}, K = {args.k}, A is {est.n_samples_} x {est.n_features_in_}",
@@ -120,6 +127,7 @@ def add_parser(sub):
                      ".txt or .tsv file")
     rid.add_argument("--k", type=positive_int, required=True, metavar="K",
                      help="number of columns to select")
+    add_names_option(rid, "written to the --out file")
     rid.add_argument("--method", choices=("randomized", "cpqr"), default="randomized",
                      help="randomized: a Gaussian sketch of A, then pivoted QR of the sketch "
                      "(default); cpqr: pivoted QR of A itself (exact, slower for wide A)")
