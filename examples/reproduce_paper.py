@@ -606,7 +606,8 @@ def make_figures(store, img_dir: Path):
         ax.set_title(DATASET_LABELS[name])
         ax.set_xlabel("iteration")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize="x-small", loc="upper right", ncol=2)
+        if ax.get_legend_handles_labels()[0]:  # a dataset without traces has no lines
+            ax.legend(fontsize="x-small", loc="upper right", ncol=2)
     axes[0][0].set_ylabel("MSE (all entries)")
     fig.suptitle("Convergence, mean over seeds (solid: GBT defaults, collapsed; "
                  "dashed: GBT aggressive, PAPER_SETTINGS)")

@@ -356,7 +356,7 @@ def add_parser(sub):
                      "default 'auto': none up to 16,384 columns, 512 above")
     fit.add_argument("--pool-every", type=positive_int, default=None, metavar="N",
                      help="iterations between draws of the candidate pool (default: a third "
-                     "of --n-iter)")
+                     "of --n-iter; of the first --n-iter for a fit continued with --resume)")
     fit.add_argument("--n-iter", type=positive_int, default=None, metavar="N",
                      help="iterations per chain (default 1000)")
     fit.add_argument("--burn-in", type=nonneg_int, default=None, metavar="N",
