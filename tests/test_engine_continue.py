@@ -188,8 +188,10 @@ def test_the_command_line_continues_a_fit_and_refuses_a_shorter_one_at_once(A, t
     assert main(base + ["--n-iter", "40", "-q"]) == 0
     capsys.readouterr()
     assert main(base + ["--n-iter", "60", "--resume"]) == 0
+    text = capsys.readouterr().out
     assert ("chains       2 x 60 iterations (burn-in 10, thin 1; continued from a finished "
-            "fit of 40 iterations)") in capsys.readouterr().out
+            "fit of 40 iterations)") in text
+    assert "s sampling, summed over 2 chains, all runs of the continued fit\n" in text
     assert main(["info", out]) == 0
     assert "continued from a finished fit of 40 iterations" in capsys.readouterr().out
     assert main(base + ["--n-iter", "50", "--resume"]) == 2

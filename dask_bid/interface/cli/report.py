@@ -16,11 +16,12 @@ def accepted_line(share) -> str:
             "settled, or that a chain is stuck: compare chains)")
 
 
-def chain_time_line(seconds, n_chains) -> str:
+def chain_time_line(seconds, n_chains, continued=False) -> str:
     """Sampling time summed over the chains (they may run side by side: compare the wall
-    time for what the run took)."""
+    time for what the run took), and over the runs of a continued fit."""
     per = "" if n_chains == 1 else f", summed over {n_chains} chains"
-    return f"chain time   {seconds:.1f} s sampling{per}"
+    runs = ", all runs of the continued fit" if continued else ""
+    return f"chain time   {seconds:.1f} s sampling{per}{runs}"
 
 
 def convergence_line(conv, sampler, label="convergence  ") -> str:
@@ -86,7 +87,8 @@ def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
         + (f"  (off the basis: {fmt_g(off)})" if off is not None else ""),
         accepted_line(float(np.mean(res.trace["accepted"]))),
         convergence_line(res.convergence(), p.get("sampler")),
-        chain_time_line(res.elapsed, n_chains),
+        chain_time_line(res.elapsed, n_chains,
+                        getattr(res, "continued_from", None) is not None),
     ]
     if names is None:
         names = getattr(res, "feature_names", None)
