@@ -45,31 +45,31 @@ def _checkpoints(out):
 
 
 def test_a_finished_fit_continues_to_the_fit_of_more_iterations(A, tmp_path):
-    """40 iterations, then 40 more, then 30 more: bitwise the chains of one fit of 110
+    """20 iterations, then 20 more, then 15 more: bitwise the chains of one fit of 55
     iterations (same retained draws, summaries and point estimate)."""
     out = str(tmp_path / "fit.zarr")
-    first = _fit(A, 40, out)
+    first = _fit(A, 20, out)
     assert first.continued_from is None
     # a finished fit keeps each chain's final state, and only that
-    assert _checkpoints(out) == ["c0-it00000040", "c1-it00000040"]
+    assert _checkpoints(out) == ["c0-it00000020", "c1-it00000020"]
     seen = []
-    more = _fit(A, 80, out, resume=True, callback=lambda st: seen.append(st.iteration))
-    assert seen[0] == 41, "the continuation replayed iterations"
-    assert more.continued_from == 40
-    assert_same_chain(_fit(A, 80), more)
-    again = _fit(A, 110, out, resume=True)
-    assert again.continued_from == 80
-    assert _checkpoints(out) == ["c0-it00000110", "c1-it00000110"]
-    once = _fit(A, 110)
+    more = _fit(A, 40, out, resume=True, callback=lambda st: seen.append(st.iteration))
+    assert seen[0] == 21, "the continuation replayed iterations"
+    assert more.continued_from == 20
+    assert_same_chain(_fit(A, 40), more)
+    again = _fit(A, 55, out, resume=True)
+    assert again.continued_from == 40
+    assert _checkpoints(out) == ["c0-it00000055", "c1-it00000055"]
+    once = _fit(A, 55)
     assert_same_chain(once, again)
     _same_traced_draws(once, again)
     stored = open_result(out)
-    assert stored.result_.continued_from == 80
+    assert stored.result_.continued_from == 40
     assert_same_chain(once, stored.result_)
     # resuming it with the same n_iter returns it as it is, without sampling
     seen.clear()
-    same = _fit(A, 110, out, resume=True, callback=seen.append)
-    assert seen == [] and same.continued_from == 80
+    same = _fit(A, 55, out, resume=True, callback=seen.append)
+    assert seen == [] and same.continued_from == 40
     assert_same_chain(once, same)
 
 
@@ -77,26 +77,9 @@ def test_a_continuation_on_a_cluster_is_the_same_chain(A, tmp_path, shared_clien
     """The final state written by an in-process fit continues on a cluster's workers
     (the blocks are read back by the workers) to the same chain."""
     out = str(tmp_path / "fit.zarr")
-    _fit(A, 30, out)
-    more = _fit(A, 60, out, resume=True, client=shared_client)
-    assert_same_chain(_fit(A, 60), more)
-
-
-def test_a_continued_chain_keeps_the_automatic_settings_it_started_with(A, tmp_path):
-    """With a candidate pool redrawn every ``ceil(n_iter / 3)`` iterations
-    (``pool_every="auto"``), the continued chain keeps the redraws of the 30 iterations
-    it started with (every 10), not those of 90 (every 30): it is the fit of 90 iterations
-    with pool_every=10, and not the fresh fit of 90 with its own."""
-    out = str(tmp_path / "fit.zarr")
-    pool = dict(candidate_pool=12)
-    _fit(A, 30, out, **pool)
-    more = _fit(A, 90, out, resume=True, **pool)
-    assert_same_chain(_fit(A, 90, pool_every=10, **pool), more)
-    fresh = _fit(A, 90, **pool)
-    assert not np.array_equal(fresh.trace["mse"], more.trace["mse"])
-    # the setting stays when the continuation is itself interrupted and resumed
-    meta = zarr.open_group(out, mode="r").attrs["dask_bid"]
-    assert meta["settings_n_iter"] == 30 and meta["continued_from"] == 30
+    _fit(A, 20, out)
+    more = _fit(A, 40, out, resume=True, client=shared_client)
+    assert_same_chain(_fit(A, 40), more)
 
 
 class _Stop:
@@ -108,23 +91,30 @@ class _Stop:
             raise KeyboardInterrupt
 
 
-def test_an_interrupted_continuation_resumes_to_the_same_chain(A, tmp_path):
-    """Stopped at iteration 57 of a continuation 40 -> 80, the output is no longer a
-    finished fit (its result would be that of 40 iterations, its parameters say 80);
-    resuming with n_iter=80 ends on the chain of one 80-iteration fit."""
+def test_an_interrupted_continuation_keeps_its_settings_and_resumes_to_one_chain(A, tmp_path):
+    """With a candidate pool redrawn every ``ceil(n_iter / 3)`` iterations
+    (``pool_every="auto"``), a fit of 15 iterations continued to 45 keeps the redraws of
+    its 15 (every 5), not those of 45 (every 15). Stopped at iteration 27, the output is
+    no longer a finished fit (its result would be that of 15 iterations, its parameters
+    say 45); resumed, it ends on the chain of one fit of 45 iterations with
+    pool_every=5, and not on the fresh fit of 45 with its own."""
     out = str(tmp_path / "fit.zarr")
-    _fit(A, 40, out)
+    pool = dict(candidate_pool=12)
+    _fit(A, 15, out, **pool)
     with pytest.raises(KeyboardInterrupt):
-        _fit(A, 80, out, resume=True, callback=_Stop(57))
+        _fit(A, 45, out, resume=True, callback=_Stop(27), **pool)
     meta = zarr.open_group(out, mode="r").attrs["dask_bid"]
-    assert meta["status"] == "interrupted" and meta["params"]["n_iter"] == 80
-    with pytest.raises(Exception, match="not a complete|interrupted|resume"):
+    assert meta["status"] == "interrupted" and meta["params"]["n_iter"] == 45
+    assert meta["settings_n_iter"] == 15 and meta["continued_from"] == 15
+    with pytest.raises(Exception, match="stopped before the end"):
         open_result(out)
     seen = []
-    res = _fit(A, 80, out, resume=True, callback=lambda st: seen.append(st.iteration))
-    assert seen[0] == 58, seen[:3]
-    assert res.continued_from == 40
-    assert_same_chain(_fit(A, 80), res)
+    res = _fit(A, 45, out, resume=True, callback=lambda st: seen.append(st.iteration), **pool)
+    assert seen[0] == 28, seen[:3]
+    assert res.continued_from == 15
+    assert_same_chain(_fit(A, 45, pool_every=5, **pool), res)
+    fresh = _fit(A, 45, **pool)
+    assert not np.array_equal(fresh.trace["mse"], res.trace["mse"])
 
 
 def _unchanged(out, before):
@@ -136,19 +126,19 @@ def _unchanged(out, before):
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(n_iter=30), r"ran 40 iterations: a fit is continued, never shortened\. Pass "
-                      r"n_iter > 40"),
-    (dict(n_iter=60, burn_in=20), r"differs from this one in params \(burn_in: stored 10, "
-                                  r"now 20"),
-    (dict(n_iter=60, thin=1), r"thin: stored 2, now 1"),
-    (dict(n_iter=60, random_state=6), r"another seed than the stored fit's"),
+    (dict(n_iter=15), r"ran 20 iterations: a fit is continued, never shortened\. Pass "
+                      r"n_iter > 20"),
+    (dict(n_iter=30, burn_in=12), r"differs from this one in params \(burn_in: stored 10, "
+                                  r"now 12"),
+    (dict(n_iter=30, thin=1), r"thin: stored 2, now 1"),
+    (dict(n_iter=30, random_state=6), r"another seed than the stored fit's"),
 ])
 def test_a_continuation_that_is_not_one_chain_is_refused(A, tmp_path, change, message):
     """Fewer iterations, another burn-in, thinning or seed: refused before any work,
     by the engine and by the early check the command line makes, and the finished fit
     is left as it was."""
     out = str(tmp_path / "fit.zarr")
-    _fit(A, 40, out)
+    _fit(A, 20, out)
     before = zarr.open_group(out, mode="r").attrs["dask_bid"]
     p = validate_params({**DEFAULTS, **{k: v for k, v in KW.items()
                                         if k not in ("client", "checkpoint_every")},
@@ -156,7 +146,7 @@ def test_a_continuation_that_is_not_one_chain_is_refused(A, tmp_path, change, me
     with pytest.raises(ParameterError, match=message):
         check_resume(out, p)
     with pytest.raises(ParameterError, match=message):
-        _fit(A, **{"n_iter": 40, **change}, out=out, resume=True,
+        _fit(A, **{"n_iter": 20, **change}, out=out, resume=True,
              callback=lambda st: pytest.fail("sampled"))
     _unchanged(out, before)
 
@@ -165,14 +155,14 @@ def test_a_finished_fit_without_its_final_state_is_refused(A, tmp_path):
     """A fit written before the final state was kept (or whose checkpoint/ was removed)
     cannot be continued: refused, naming the fix; resuming it as it is still works."""
     out = str(tmp_path / "fit.zarr")
-    _fit(A, 40, out)
+    _fit(A, 20, out)
     before = zarr.open_group(out, mode="r").attrs["dask_bid"]
-    zarr.open_group(out, mode="r+")["checkpoint"].__delitem__("c1-it00000040")
+    zarr.open_group(out, mode="r+")["checkpoint"].__delitem__("c1-it00000020")
     with pytest.raises(ParameterError, match=r"kept no final state of chain 1 .* Fit again "
-                                             r"with n_iter=60 and overwrite=True"):
-        _fit(A, 60, out, resume=True)
+                                             r"with n_iter=30 and overwrite=True"):
+        _fit(A, 30, out, resume=True)
     _unchanged(out, before)
-    assert _fit(A, 40, out, resume=True).trace.shape[1] == 40
+    assert _fit(A, 20, out, resume=True).trace.shape[1] == 20
 
 
 def test_the_command_line_continues_a_fit_and_refuses_a_shorter_one_at_once(A, tmp_path,
