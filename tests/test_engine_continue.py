@@ -3,6 +3,7 @@ from the final state it kept (dask_bid/engine/fit.py, docs/engine.md "Continuing
 finished fit")."""
 
 import os
+import shlex
 import warnings
 
 import numpy as np
@@ -14,6 +15,7 @@ from dask_bid import ParameterError, bayesian_id, open_result
 from dask_bid.engine.fit import check_resume
 from dask_bid.interface._params import validate_params
 from dask_bid.interface.cli import main
+from dask_bid.interface.cli.fit import continue_command
 from dask_bid.interface.functional import DEFAULTS
 
 K = 4
@@ -182,12 +184,51 @@ def test_the_command_line_continues_a_fit_and_refuses_a_shorter_one_at_once(A, t
     assert ("chains       2 x 60 iterations (burn-in 10, thin 1; continued from a finished "
             "fit of 40 iterations)") in text
     assert "s sampling, summed over 2 chains, all runs of the continued fit\n" in text
+    # not converged: the summary gives the command that runs it on, and it does
+    line = [ln for ln in text.splitlines() if ln.startswith("run longer   ")]
+    assert line == [f"run longer   dask-bid fit {shlex.quote(src)} --k {K} --out "
+                    f"{shlex.quote(out)} --burn-in 10 --n-chains 2 --seed 5 --resume "
+                    "--n-iter 120"]
+    assert main(shlex.split(line[0])[3:] + ["-q"]) == 0
+    assert open_result(out).result_.trace.shape == (2, 120)
     assert main(["info", out]) == 0
-    assert "continued from a finished fit of 40 iterations" in capsys.readouterr().out
+    assert "continued from a finished fit of 60 iterations" in capsys.readouterr().out
+    capsys.readouterr()
     assert main(base + ["--n-iter", "50", "--resume"]) == 2
     err = capsys.readouterr().err
     assert "kernels" not in err and "reusing" not in err, err
     assert err.strip().splitlines() == [
-        f"dask-bid: error: --resume with --n-iter 50, but the finished fit at {out!r} ran 60 "
-        "iterations: a fit is continued, never shortened. Pass --n-iter > 60 to continue "
-        "it, or --overwrite without --resume to fit again."]
+        f"dask-bid: error: --resume with --n-iter 50, but the finished fit at {out!r} ran "
+        "120 iterations: a fit is continued, never shortened. Pass --n-iter > 120 to "
+        "continue it, or --overwrite without --resume to fit again."]
+
+
+@pytest.mark.parametrize("argv, kept", [
+    (["fit", "a b.npy", "--k", "3", "--out", "o.zarr", "--n-iter", "40", "--seed", "1"],
+     "fit 'a b.npy' --k 3 --out o.zarr --seed 1"),
+    # argparse's abbreviations and the --name=value form; --overwrite would start afresh
+    (["fit", "a.npy", "--k", "3", "--n-it", "40", "--overw", "--out", "o.zarr"],
+     "fit a.npy --k 3 --out o.zarr"),
+    (["fit", "a.npy", "--n-iter=40", "--k=3", "--res", "--out=o.zarr", "--n-chains", "4"],
+     "fit a.npy --k=3 --out=o.zarr --n-chains 4"),
+])
+def test_the_continue_command_keeps_every_option_but_the_iterations(argv, kept):
+    assert continue_command(argv, 80) == f"dask-bid {kept} --resume --n-iter 80"
+
+
+@pytest.mark.parametrize("sampler, converged, shown", [
+    ("collapsed", False, True), ("plain", False, True), ("collapsed", True, False),
+    ("aggressive", False, False), ("search", False, False)])
+def test_run_longer_is_offered_only_where_an_exact_chain_failed_the_check(
+        sampler, converged, shown):
+    """A converged fit needs no more iterations, and the search samplers are not judged
+    by the check (their chains target no posterior)."""
+    from types import SimpleNamespace
+
+    from dask_bid.interface.cli.fit import _continue_line
+
+    res = SimpleNamespace(params={"sampler": sampler},
+                          convergence=lambda: SimpleNamespace(converged=converged))
+    line = _continue_line(res, ["fit", "a.npy", "--k", "2", "--out", "o"], 100)
+    assert (line == "run longer   dask-bid fit a.npy --k 2 --out o --resume --n-iter 200"
+            if shown else line is None)

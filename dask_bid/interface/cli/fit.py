@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from ._core import (
+    PROG,
     CLIError,
     cli_words,
     file_suffix,
@@ -279,11 +280,55 @@ def run(args):
     lines = result_lines(res, seed=True) + [
         f"wall time    {wall:.1f} s (sampling, summary and output)",
                                  f"result       {out}"]
+    more = _continue_line(res, getattr(args, "argv", None), full["n_iter"])
+    if more:
+        lines.append(more)
     if kinds:
         for path in write_plots(res, kinds, plot_stem(out)):
             lines.append(f"plot         {path}")
     print_lines(lines, args.quiet)
     return 0
+
+
+def _dropped(token) -> int:
+    """How many tokens a continuation leaves out at ``token``: 2 for ``--n-iter N``, 1 for
+    ``--n-iter=N``, ``--overwrite`` and ``--resume`` (argparse's abbreviations included:
+    ``--n-i``, ``--ov``, ``--res`` are the shortest it accepts), else 0."""
+    name, eq, _ = token.partition("=")
+    if name.startswith("--n-i") and "--n-iter".startswith(name):
+        return 1 if eq else 2
+    if ((name.startswith("--ov") and "--overwrite".startswith(name))
+            or (name.startswith("--res") and "--resume".startswith(name))):
+        return 1
+    return 0
+
+
+def continue_command(argv, n_iter) -> str:
+    """The command that runs the fit typed as ``argv`` (``fit ...``) on to ``n_iter``
+    iterations: the same options, without --overwrite (which would start afresh), with
+    --resume and the new --n-iter."""
+    import shlex
+
+    kept, i = [], 0
+    while i < len(argv):
+        n = _dropped(argv[i])
+        if n:
+            i += n
+            continue
+        kept.append(argv[i])
+        i += 1
+    return shlex.join([PROG, *kept, "--resume", "--n-iter", str(int(n_iter))])
+
+
+def _continue_line(res, argv, n_iter):
+    """For an exact sampler's fit that failed the convergence check: the command that
+    runs its chains on to twice the iterations (docs/cli.md, "Resume")."""
+    from ...engine.summary import EXACT_SAMPLERS
+
+    if (not argv or res.params.get("sampler") not in EXACT_SAMPLERS
+            or res.convergence().converged):
+        return None
+    return f"run longer   {continue_command(list(argv), 2 * int(n_iter))}"
 
 
 def _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch, names=None):

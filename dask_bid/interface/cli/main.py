@@ -112,6 +112,7 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     debug = bool(args.debug or os.environ.get("DASK_BID_DEBUG"))
+    args.argv = argv  # what was typed: fit prints the command that continues it
     try:
         with quiet_libraries(), warning_lines(quiet=getattr(args, "quiet", False)):
             code = int(args.func(args) or 0)
