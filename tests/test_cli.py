@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -606,7 +607,9 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path, capsy
     assert p.returncode == 130, err[-2000:]
     # (zarr's event loop may add a note of its own at interpreter exit)
     ours = [ln for ln in err.splitlines() if ln.startswith("dask-bid:")]
-    assert ours == [InterruptLatch.MESSAGE, "dask-bid: interrupted (continue with --resume)"], \
+    # the hint is the command that continues it (the typed options, with --resume)
+    again = shlex.join(["dask-bid", *map(str, base), "--resume"])
+    assert ours == [InterruptLatch.MESSAGE, f"dask-bid: interrupted (continue it: {again})"], \
         err[-2000:]
     # the newest checkpoint is the interrupted iteration's (at or after the first, at 5;
     # test_engine_masked and test_s3 check the iteration exactly)
@@ -620,7 +623,7 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path, capsy
     # the checkpoint cadence does not change the draws: the resumed and the reference
     # runs checkpoint rarely (a checkpoint costs more than five iterations here)
     rare = ["--checkpoint-every", "200"]
-    assert main([*map(str, base), "--resume", "-q", *rare]) == 0
+    assert main([*shlex.split(again)[1:], "-q", *rare]) == 0
     ref_out = tmp_path / "ref.zarr"
     assert main([str(a) if a != out else str(ref_out) for a in base] + ["-q", *rare]) == 0
     assert_same_trace(open_result(out).trace_, open_result(ref_out).trace_)

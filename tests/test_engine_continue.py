@@ -216,6 +216,12 @@ def test_the_continue_command_keeps_every_option_but_the_iterations(argv, kept):
     assert continue_command(argv, 80) == f"dask-bid {kept} --resume --n-iter 80"
 
 
+def test_the_command_that_resumes_an_interrupted_fit_keeps_its_iterations():
+    """Ctrl-C's hint: the typed --n-iter stays, --overwrite goes (it would start afresh)."""
+    argv = ["fit", "a.npy", "--k", "3", "--out", "o.zarr", "--n-iter", "40", "--overwrite"]
+    assert continue_command(argv) == "dask-bid fit a.npy --k 3 --out o.zarr --n-iter 40 --resume"
+
+
 @pytest.mark.parametrize("sampler, converged, shown", [
     ("collapsed", False, True), ("plain", False, True), ("collapsed", True, False),
     ("aggressive", False, False), ("search", False, False)])

@@ -290,12 +290,13 @@ def run(args):
     return 0
 
 
-def _dropped(token) -> int:
+def _dropped(token, n_iter=True) -> int:
     """How many tokens a continuation leaves out at ``token``: 2 for ``--n-iter N``, 1 for
-    ``--n-iter=N``, ``--overwrite`` and ``--resume`` (argparse's abbreviations included:
-    ``--n-i``, ``--ov``, ``--res`` are the shortest it accepts), else 0."""
+    ``--n-iter=N`` (only when ``n_iter``: it gets a new one), ``--overwrite`` and
+    ``--resume`` (argparse's abbreviations included: ``--n-i``, ``--ov``, ``--res`` are the
+    shortest it accepts), else 0."""
     name, eq, _ = token.partition("=")
-    if name.startswith("--n-i") and "--n-iter".startswith(name):
+    if n_iter and name.startswith("--n-i") and "--n-iter".startswith(name):
         return 1 if eq else 2
     if ((name.startswith("--ov") and "--overwrite".startswith(name))
             or (name.startswith("--res") and "--resume".startswith(name))):
@@ -303,21 +304,22 @@ def _dropped(token) -> int:
     return 0
 
 
-def continue_command(argv, n_iter) -> str:
-    """The command that runs the fit typed as ``argv`` (``fit ...``) on to ``n_iter``
-    iterations: the same options, without --overwrite (which would start afresh), with
-    --resume and the new --n-iter."""
+def continue_command(argv, n_iter=None) -> str:
+    """The command that continues the fit typed as ``argv`` (``fit ...``): the same
+    options, without --overwrite (which would start afresh), with --resume and, given
+    ``n_iter``, that --n-iter (run on to it) instead of the typed one."""
     import shlex
 
     kept, i = [], 0
     while i < len(argv):
-        n = _dropped(argv[i])
+        n = _dropped(argv[i], n_iter is not None)
         if n:
             i += n
             continue
         kept.append(argv[i])
         i += 1
-    return shlex.join([PROG, *kept, "--resume", "--n-iter", str(int(n_iter))])
+    more = [] if n_iter is None else ["--n-iter", str(int(n_iter))]
+    return shlex.join([PROG, *kept, "--resume", *more])
 
 
 def _continue_line(res, argv, n_iter):

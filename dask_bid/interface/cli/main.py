@@ -119,7 +119,11 @@ def main(argv=None) -> int:
             sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
             return code
     except KeyboardInterrupt:
-        hint = " (continue with --resume)" if getattr(args, "command", "") == "fit" else ""
+        hint = ""
+        if getattr(args, "command", "") == "fit":
+            from .fit import continue_command
+
+            hint = f" (continue it: {continue_command(argv)})"
         print(f"{PROG}: interrupted{hint}", file=sys.stderr)
         return 130
     except (DaskBidError, CLIError) as exc:
