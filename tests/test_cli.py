@@ -476,6 +476,15 @@ def test_info_on_inputs_and_results(data, tmp_path, capsys):
         row = table.loc[name]
         assert (f"    {name:<7} r_hat {row['r_hat']:.3f}  ess_bulk {row['ess_bulk']:.0f}"
                 f"  ess_tail {row['ess_tail']:.0f}") in text, text
+    # the most probable columns with the MCSE of their inclusion probabilities
+    res = est.result_
+    p, se = res.inclusion_probability, res.inclusion_mcse()
+    top = np.argsort(-p, kind="stable")[:10]
+    top = top[p[top] > 0]
+    w = max(len(str(j)) for j in top)
+    shown = [ln for ln in text.splitlines() if ln.startswith("    ") and "+-" in ln]
+    assert shown == [f"    {'*' if j in est.columns_ else ' '} {j:>{w}}  {p[j]:.3f} +- "
+                     f"{se[j]:.3f}" for j in top], text
 
 
 def test_plot_command_error_vs_k(data, tmp_path, capsys):

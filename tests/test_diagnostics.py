@@ -17,7 +17,15 @@ from dask_bid import (
     to_inference_data,
 )
 from dask_bid.engine import convergence as conv
-from dask_bid.engine.convergence import check, ess_bulk, ess_tail, rhat_rank
+from dask_bid.engine.convergence import (
+    check,
+    ess_bulk,
+    ess_mean,
+    ess_tail,
+    inclusion_mcse,
+    mcse_mean,
+    rhat_rank,
+)
 from dask_bid.interface.diagnostics import retained_iterations
 
 # one pytest-xdist process runs this module: its module-scoped fixtures are then
@@ -223,9 +231,13 @@ def test_the_numpy_statistics_equal_arviz(n_chains, n_draws, phi, shift, ties):
         r = float(az.rhat(x, method="rank")) if n_chains > 1 else np.nan
         e = float(az.ess(x, method="bulk"))
         t = float(az.ess(x, method="tail"))
+        m = float(az.ess(x, method="mean"))
+        se = float(np.squeeze(az.mcse(x, method="mean")))
     np.testing.assert_allclose(rhat_rank(x), r, rtol=1e-12)
     np.testing.assert_allclose(ess_bulk(x), e, rtol=1e-12)
     np.testing.assert_allclose(ess_tail(x), t, rtol=1e-12)
+    np.testing.assert_allclose(ess_mean(x), m, rtol=1e-12)
+    np.testing.assert_allclose(mcse_mean(x), se, rtol=1e-12)
 
 
 def test_the_statistics_match_their_theory():
@@ -247,6 +259,37 @@ def test_the_statistics_match_their_theory():
     drift = _ar1(rng, 4, 1000, 0.0) + np.linspace(0.0, 3.0, 1000)
     assert rhat_rank(drift) > 1.2
     assert conv._rhat(conv._z_scale(drift)) < 1.01
+
+
+def _two_state(rng, n_chains, n_draws, p, rho):
+    """Markov chains on {0, 1} with stationary P(1) = p and lag-1 autocorrelation rho:
+    the variance of their mean is p (1 - p) (1 + rho) / (1 - rho) / n."""
+    a, b = p * (1 - rho), (1 - p) * (1 - rho)  # P(0 -> 1), P(1 -> 0)
+    x = np.zeros((n_chains, n_draws), dtype=bool)
+    x[:, 0] = rng.random(n_chains) < p
+    u = rng.random((n_chains, n_draws))
+    for t in range(1, n_draws):
+        x[:, t] = np.where(x[:, t - 1], u[:, t] >= b, u[:, t] < a)
+    return x
+
+
+@pytest.mark.parametrize("p, rho", [(0.5, 0.0), (0.3, 0.8), (0.1, 0.5)])
+def test_inclusion_mcse_matches_its_theory(p, rho):
+    """A column in the basis along two-state chains of known autocorrelation: its MCSE
+    is sqrt(p (1 - p) (1 + rho) / (1 - rho) / n) to within 20 % (the ESS estimate's
+    error at this length is a few percent; an MCSE without the autocorrelation, the
+    sd over sqrt(n), is off by a factor 3 at rho = 0.8). A column never in the basis
+    has MCSE 0, and fewer than 4 draws give NaN."""
+    rng = np.random.default_rng(int(100 * p + 10 * rho))
+    inside = _two_state(rng, 4, 4000, p, rho)
+    # bases of K = 2: column 0 when inside, else column 1; column 2 always; 3 never
+    cols = np.stack([np.where(inside, 0, 1), np.full(inside.shape, 2)], axis=2)
+    se = inclusion_mcse(cols, 4)
+    want = np.sqrt(p * (1 - p) * (1 + rho) / (1 - rho) / inside.size)
+    assert se[0] == pytest.approx(want, rel=0.2)
+    assert se[1] == pytest.approx(se[0], rel=1e-12)  # the complement's indicator
+    assert se[2] == 0.0 and se[3] == 0.0
+    assert np.isnan(inclusion_mcse(cols[:, :3], 4)).all()
 
 
 def test_the_verdict_and_its_thresholds():

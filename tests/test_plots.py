@@ -133,6 +133,13 @@ def test_inclusion_heights_are_the_probabilities(fit, tmp_path):
     np.testing.assert_array_equal(heights, res.inclusion_probability)
     marked = [ln for ln in ax.get_lines() if ln.get_label() == "reported columns"][0]
     np.testing.assert_array_equal(marked.get_xdata(), res.columns)
+    # +- 2 MCSE on every visited column
+    bars = [c for c in ax.containers if c.get_label() == "± 2 MCSE"][0]
+    seen = np.flatnonzero(res.inclusion_probability > 0)
+    spans = np.array([[s[0][1], s[1][1]] for s in bars.lines[2][0].get_segments()])
+    se = res.inclusion_mcse()
+    np.testing.assert_allclose(spans[:, 0], res.inclusion_probability[seen] - 2 * se[seen])
+    np.testing.assert_allclose(spans[:, 1], res.inclusion_probability[seen] + 2 * se[seen])
     save(ax, tmp_path / "incl.png")
 
 

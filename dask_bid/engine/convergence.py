@@ -19,8 +19,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import fft, stats
 
-__all__ = ["rhat_rank", "ess_bulk", "ess_tail", "check", "Convergence", "RHAT_MAX",
-           "ESS_PER_CHAIN_MIN"]
+__all__ = ["rhat_rank", "ess_bulk", "ess_tail", "ess_mean", "mcse_mean", "inclusion_mcse",
+           "check", "Convergence", "RHAT_MAX", "ESS_PER_CHAIN_MIN"]
 
 # Vehtari et al. (2021), section 4: use the draws when R-hat < 1.01 and the bulk ESS is
 # at least 100 per chain (400 for the recommended four chains)
@@ -116,6 +116,49 @@ def ess_bulk(x) -> float:
     if not _valid(x, 1, constant_ok=True):
         return np.nan
     return _ess(_z_scale(_split(x)))
+
+
+def ess_mean(x) -> float:
+    """Effective sample size of the mean of ``x`` (chains, draws): the ESS of the split
+    chains as they are (not rank-normalised), as ArviZ's ``ess(method="mean")``. NaN for
+    fewer than 4 draws or a non-finite array; the number of draws for a constant one."""
+    x = np.asarray(x, dtype=np.float64)
+    if not _valid(x, 1, constant_ok=True):
+        return np.nan
+    return _ess(_split(x))
+
+
+def mcse_mean(x) -> float:
+    """Monte Carlo standard error of the mean of ``x`` (chains, draws): its standard
+    deviation over all draws over the square root of :func:`ess_mean`, as ArviZ's
+    ``mcse(method="mean")``. 0 for a constant array; NaN for fewer than 4 draws or a
+    non-finite array."""
+    x = np.asarray(x, dtype=np.float64)
+    if not _valid(x, 1, constant_ok=True):
+        return np.nan
+    return float(np.std(x, ddof=1) / np.sqrt(_ess(_split(x))))
+
+
+def inclusion_mcse(draws_columns, n_features: int) -> np.ndarray:
+    """Monte Carlo standard error of each column's inclusion probability.
+
+    ``draws_columns``: (chains, draws, K) bases of the retained draws. For column j the
+    draws give the indicator series "j is in the basis", whose mean over all chains is
+    the inclusion probability; its MCSE is :func:`mcse_mean` of that series, so it grows
+    with the autocorrelation of the chains (a chain that rarely changes its basis
+    estimates an inclusion probability from few effective draws). 0 for a column whose
+    indicator is the same in every retained draw of every chain (never or always
+    included: the draws cannot say more, and whether the chains agree is R-hat's
+    question); NaN with fewer than 4 draws per chain.
+    """
+    d = np.asarray(draws_columns)
+    out = np.zeros(int(n_features))
+    if d.ndim != 3 or d.shape[1] < 4:
+        out[:] = np.nan
+        return out
+    for j in np.unique(d):
+        out[j] = mcse_mean((d == j).any(axis=2).astype(np.float64))
+    return out
 
 
 def ess_tail(x, prob=(0.05, 0.95)) -> float:

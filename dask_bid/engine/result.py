@@ -106,6 +106,20 @@ class BIDResult:
 
         return check(self.draws_sigma2, self.draws_sse, **kwargs)
 
+    def inclusion_mcse(self) -> np.ndarray:
+        """Monte Carlo standard error of ``inclusion_probability``, per column (N,).
+
+        The standard deviation of the column's inclusion indicator over the retained
+        draws divided by the square root of its effective sample size (split chains, as
+        ArviZ's ``mcse(method="mean")``): ``inclusion_probability[j] +- 2 *
+        inclusion_mcse()[j]`` is the range the chains' estimate is good for. 0 for a
+        column never or always in the basis; numpy only. See
+        :func:`dask_bid.engine.convergence.inclusion_mcse`.
+        """
+        from .convergence import inclusion_mcse
+
+        return inclusion_mcse(self.draws_columns, self.components.shape[1])
+
     def to_inference_data(self):
         """The retained draws as an ``arviz.InferenceData`` (needs the ``arviz`` extra).
 

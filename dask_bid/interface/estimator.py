@@ -215,7 +215,8 @@ class BayesianID:
     inclusion_probability_ : (N,) ndarray
         Share of retained draws in which each column is in J: an estimate of
         P(column in J | A) with the exact samplers ("collapsed", "plain"); a visit
-        frequency of the search otherwise.
+        frequency of the search otherwise. Its Monte Carlo standard error, per column:
+        ``result_.inclusion_mcse()``.
     trace_ : structured ndarray (n_chains, n_iter)
         Fields ``mse``, ``sigma2``, ``accepted``, ``accept_prob`` per iteration.
     convergence_ : Convergence

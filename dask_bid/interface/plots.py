@@ -243,7 +243,9 @@ def plot_autocorrelation(result, ax=None, *, max_lag=None, quantity="W", thresho
 # ----------------------------------------------------------------------------- inclusion
 
 def plot_inclusion(result, ax=None, *, planted=None, labels=None):
-    """Inclusion probability of every column (share of retained draws with it in J).
+    """Inclusion probability of every column (share of retained draws with it in J),
+    with +- 2 Monte Carlo standard errors (``BIDResult.inclusion_mcse``) on every column
+    the chains visited.
 
     Parameters
     ----------
@@ -266,6 +268,15 @@ def plot_inclusion(result, ax=None, *, planted=None, labels=None):
     ax = _new_axes(ax)
     x = np.arange(N)
     ax.vlines(x, 0, p, color="0.55", lw=1.0 if N <= 500 else 0.5)
+    from ..engine.convergence import inclusion_mcse
+
+    se = inclusion_mcse(res.draws_columns, N)
+    seen = np.flatnonzero(p > 0)
+    if seen.size and np.isfinite(se[seen]).all():
+        # how far the chains' estimate can be trusted: a chain that rarely changes its
+        # basis estimates p from few effective draws
+        ax.errorbar(seen, p[seen], yerr=2 * se[seen], fmt="none", ecolor="C1",
+                    elinewidth=1.0, capsize=2, label="± 2 MCSE")
     cols = np.asarray(res.columns)
     ax.plot(cols, p[cols], "o", color="C0", ms=5, label="reported columns")
     if planted is not None:

@@ -372,10 +372,31 @@ def run(args):
                         ("mse", res.draws_sse / (res.n_samples * res.n_features))):
             lines.append(f"    {name:<7} r_hat {rhat_rank(x):.3f}  ess_bulk {ess_bulk(x):.0f}"
                          f"  ess_tail {ess_tail(x):.0f}")
+        lines.extend(inclusion_lines(res))
     print_lines(lines)
     return 0
 
 
+
+
+def inclusion_lines(res, top=10) -> list[str]:
+    """The ``top`` most probable columns: inclusion probability +- its Monte Carlo
+    standard error (``BIDResult.inclusion_mcse``), with their names when the fit kept
+    them; a column of the reported basis is marked."""
+    p = np.asarray(res.inclusion_probability)
+    order = np.argsort(-p, kind="stable")[:top]
+    order = order[p[order] > 0]
+    se = res.inclusion_mcse()
+    names = res.feature_names
+    basis = set(np.asarray(res.columns).tolist())
+    width = max(len(str(int(j))) for j in order) if order.size else 1
+    out = [f"  inclusion (the {order.size} most probable columns; probability +- Monte Carlo "
+           "standard error; * in the reported basis):"]
+    for j in order:
+        name = f" {names[j]}" if names else ""
+        out.append(f"    {'*' if j in basis else ' '} {int(j):>{width}}{name}  {p[j]:.3f} +- "
+                   f"{se[j]:.3f}")
+    return out
 
 
 def add_parser(sub):
@@ -395,6 +416,8 @@ def add_parser(sub):
     add_text_options(info)
     info.add_argument("--diagnostics", action="store_true",
                       help="for a finished result: split R-hat and bulk/tail ESS of sigma2 "
-                      "and MSE (as ArviZ computes them; ArviZ is not needed)")
+                      "and MSE (as ArviZ computes them; ArviZ is not needed), and the most "
+                      "probable columns' inclusion probabilities with their Monte Carlo "
+                      "standard errors")
     info.set_defaults(func=run)
     return info
