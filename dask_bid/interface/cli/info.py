@@ -337,7 +337,7 @@ def info_lines(info) -> list[str]:
 
                 lines.append(convergence_line(Convergence.from_dict(s["convergence"]),
                                               p.get("sampler"), label="  check      "))
-            lines.append(f"  time       {fmt_g(s.get('elapsed'))} s sampling, summed over the "
+            lines.append(f"  time       {_seconds(s.get('elapsed'))} s sampling, summed over the "
                          "chains")
         other = {k: v for k, v in p.items() if k not in (
             "model", "aggressive", "sampler", "n_components", "bounds", "n_chains", "n_iter",
@@ -377,6 +377,14 @@ def run(args):
     return 0
 
 
+
+
+def _seconds(x) -> str:
+    """A stored time to a tenth of a second (anything else as it is)."""
+    try:
+        return f"{float(x):.1f}"
+    except (TypeError, ValueError):
+        return fmt_g(x)
 
 
 def inclusion_lines(res, top=10) -> list[str]:
