@@ -621,7 +621,7 @@ class _Fit:
     def _attempt(self, scale):
         import dask.array as da
 
-        from .summary import candidate_memory, chain_config, summarise
+        from .summary import candidate_memory, chain_config, summarise, traced_columns
 
         src, p, group, layout = self.src, scale_params(self.p, scale), self.group, self.layout
         M, N = src.shape
@@ -637,9 +637,7 @@ class _Fit:
                 spec.group(mode="w")
             else:
                 spec = StoreSpec(local_path(self.out), self.storage_options)
-            n_trace = min(int(p["n_trace_columns"]), N)
-            trace_cols = (np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64))
-                          if n_trace else ())
+            trace_cols = traced_columns(p, N)
             masked = _masked(p)
             # a Zarr input read with an explicit mask: its view (NaN where unobserved)
             base = src.to_dask() if masked and src.kind == "zarr" else src.array

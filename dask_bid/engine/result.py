@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["BIDResult", "TRACE_DTYPE"]
+__all__ = ["BIDResult", "WIntervals", "TRACE_DTYPE"]
 
 TRACE_DTYPE = np.dtype([("mse", "f8"), ("sigma2", "f8"), ("accepted", "?"),
                         ("accept_prob", "f8")])
+
+
+class WIntervals(NamedTuple):
+    """Credible intervals of W[rows, columns] (:meth:`BIDResult.w_intervals`)."""
+    columns: np.ndarray
+    rows: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    n_draws: int
 
 
 @dataclass
@@ -105,6 +114,47 @@ class BIDResult:
         from .convergence import check
 
         return check(self.draws_sigma2, self.draws_sse, **kwargs)
+
+    def w_intervals(self, prob: float = 0.9) -> WIntervals:
+        """Equal-tailed credible intervals of W's entries in the traced columns.
+
+        For each traced column n (``trace_columns``, else ``n_trace_columns`` evenly
+        spaced ones) and each row k of the reported basis, the ``(1 - prob) / 2`` and
+        ``(1 + prob) / 2`` quantiles of W[k, n] over the retained draws whose basis is the
+        reported one (all chains): the posterior of W given that basis. Numpy only.
+
+        Parameters
+        ----------
+        prob : float, default=0.9
+            Posterior probability inside each interval, in (0, 1).
+
+        Returns
+        -------
+        WIntervals
+            ``columns`` (n_trace,), the traced columns outside the basis; ``rows`` (K,),
+            ``columns`` of the result (W's rows); ``lower`` and ``upper`` (K, n_trace);
+            ``n_draws``, the draws they come from (NaN intervals when none).
+        """
+        from .._errors import ParameterError
+
+        if not isinstance(prob, (int, float, np.floating)) or not 0.0 < float(prob) < 1.0:
+            raise ParameterError(f"prob must be a number in (0, 1), got {prob!r}.")
+        K = len(self.columns)
+        if self.draws_w is None:
+            empty = np.zeros((K, 0))
+            return WIntervals(np.zeros(0, dtype=np.int64), np.asarray(self.columns), empty,
+                              empty, 0)
+        cols = np.asarray(self.draws_w["columns"], dtype=np.int64)
+        v = np.asarray(self.draws_w["values"], dtype=np.float64)  # chains, draws, K, n
+        keep = ~np.isin(cols, self.columns)  # W[:, J] is the identity
+        v = v[..., keep].reshape(-1, K, int(keep.sum()))
+        v = v[np.isfinite(v).all(axis=(1, 2))]  # the draws with the reported basis
+        q = ((1.0 - float(prob)) / 2.0, (1.0 + float(prob)) / 2.0)
+        if len(v):
+            lower, upper = np.quantile(v, q, axis=0)
+        else:
+            lower = upper = np.full((K, int(keep.sum())), np.nan)
+        return WIntervals(cols[keep], np.asarray(self.columns), lower, upper, len(v))
 
     def inclusion_mcse(self) -> np.ndarray:
         """Monte Carlo standard error of ``inclusion_probability``, per column (N,).

@@ -199,6 +199,16 @@ def _check_pool_memory(size, memory, row_bytes):
             "more memory.")
 
 
+def traced_columns(p, n_cols: int) -> np.ndarray:
+    """The columns whose W draws a fit keeps: ``trace_columns``, else
+    ``n_trace_columns`` evenly spaced ones."""
+    if p.get("trace_columns") is not None:
+        return np.asarray(p["trace_columns"], dtype=np.int64)
+    n = min(int(p["n_trace_columns"]), n_cols)
+    return (np.unique(np.linspace(0, n_cols - 1, n).astype(np.int64)) if n
+            else np.zeros(0, dtype=np.int64))
+
+
 def chain_config(p, n_cols: int, *, memory=None, row_bytes=None,
                  settings_n_iter=None) -> ChainConfig:
     """The chain's settings from the validated parameters ``p``; ``memory`` and

@@ -97,6 +97,35 @@ def _check_random_state(rs):
         f"Generator, got {rs!r}.")
 
 
+#: At most this many columns have their W draws kept (``trace_columns``): a traced
+#: column holds n_keep x K floats per chain in its block, on a worker.
+MAX_TRACE_COLUMNS = 1000
+
+
+def _trace_columns(value, n_cols):
+    """``trace_columns``: distinct column indices in [0, N), sorted, as a list of ints."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        raise ParameterError(f"trace_columns must be a sequence of column indices (the "
+                             f"columns whose W draws are kept), got {value!r}.")
+    cols = list(value)
+    bad = [c for c in cols if isinstance(c, bool) or not isinstance(c, (int, np.integer))]
+    if bad:
+        raise ParameterError(f"trace_columns must hold column indices (integers), got "
+                             f"{bad[0]!r}.")
+    cols = sorted({int(c) for c in cols})
+    if not cols:
+        raise ParameterError("trace_columns is empty: pass the columns whose W draws are "
+                             "kept, or None (n_trace_columns evenly spaced ones).")
+    if cols[0] < 0 or (n_cols is not None and cols[-1] >= n_cols):
+        raise ParameterError(f"trace_columns must lie in [0, {n_cols if n_cols else 'N'}), "
+                             f"got {cols[0] if cols[0] < 0 else cols[-1]}.")
+    if len(cols) > MAX_TRACE_COLUMNS:
+        raise ParameterError(f"trace_columns holds {len(cols)} columns; at most "
+                             f"{MAX_TRACE_COLUMNS} keep their W draws (each holds n_keep x K "
+                             "floats per chain on a worker). Pass fewer.")
+    return cols
+
+
 def validate_params(p: dict, n_cols: int | None = None) -> dict:
     """Check every parameter; return a normalised copy.
 
@@ -263,6 +292,11 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
     out["n_threads"] = _int("n_threads", p["n_threads"], 1)
     out["n_trace_columns"] = _int("n_trace_columns", p["n_trace_columns"], 0,
                                   hint=" Pass 0 to keep no W draws.")
+    # left out when None, so that the parameters of fits stored before it existed
+    # compare equal on resume
+    out.pop("trace_columns", None)
+    if p.get("trace_columns") is not None:
+        out["trace_columns"] = _trace_columns(p["trace_columns"], n_cols)
     if "refine_sweeps" in p:
         out["refine_sweeps"] = _int(
             "refine_sweeps", p["refine_sweeps"], 0,

@@ -187,6 +187,11 @@ class BayesianID:
         still refused.
     n_trace_columns : int, default=10
         Number of evenly spaced columns whose W draws are kept for diagnostics.
+    trace_columns : sequence of int, optional
+        The columns whose W draws are kept, instead of ``n_trace_columns`` evenly spaced
+        ones (at most 1000): their credible intervals come from
+        ``result_.w_intervals(prob)``, their draws from ``to_inference_data()``. Does not
+        change the chain.
     refine_sweeps : int, default=20
         After the chain, Gibbs sweeps of W with the reported basis fixed (started from its
         clipped least-squares fit); W and its sd are then the posterior mean and sd of
@@ -281,7 +286,7 @@ class BayesianID:
                  point_estimate="best", temperature=1.0, n_chains=1, proposal_init="copy",
                  n_candidates="auto", candidate_pool="auto", pool_every="auto",
                  block_size=None, n_threads=2, missing="zero", n_trace_columns=10,
-                 refine_sweeps=20, w_estimate="lstsq", random_state=None):
+                 trace_columns=None, refine_sweeps=20, w_estimate="lstsq", random_state=None):
         self.n_components = n_components
         self.model = model
         self.sampler = sampler
@@ -317,6 +322,7 @@ class BayesianID:
         self.n_threads = n_threads
         self.missing = missing
         self.n_trace_columns = n_trace_columns
+        self.trace_columns = trace_columns
         self.refine_sweeps = refine_sweeps
         self.w_estimate = w_estimate
         self.random_state = random_state

@@ -11,7 +11,7 @@ from ..engine.fit import ENGINE_DEFAULTS
 from ..engine.inputs import as_matrix_source, with_mask
 from ..engine.memory import MaskedMemoryBackend, MemoryBackend
 from ..engine.scaling import fit_scaled_in_memory
-from ..engine.summary import chain_config, summarise
+from ..engine.summary import chain_config, summarise, traced_columns
 from ..kernels.rng import root_entropy
 from ._params import validate_params
 from ._sklearn import feature_names
@@ -28,7 +28,7 @@ DEFAULTS = dict(
     beta_t=1.0, init="auto", point_estimate="best", temperature=1.0, n_chains=1,
     proposal_init="copy", n_candidates="auto", candidate_pool="auto", pool_every="auto",
     block_size=None, n_threads=2, missing="zero",
-    n_trace_columns=10, refine_sweeps=20, w_estimate="lstsq",
+    n_trace_columns=10, trace_columns=None, refine_sweeps=20, w_estimate="lstsq",
     random_state=None,
 )
 
@@ -271,8 +271,7 @@ def _fit_memory(X, p, mask=None, callback=None) -> BIDResult:
     M, N = X.shape
     entropy = root_entropy(p["random_state"])
     cfg = chain_config(p, N)
-    n_trace = min(int(p["n_trace_columns"]), N)
-    trace_cols = np.unique(np.linspace(0, N - 1, n_trace).astype(np.int64)) if n_trace else ()
+    trace_cols = traced_columns(p, N)
     opts = dict(block_size=p["block_size"], n_threads=p["n_threads"], trace_cols=trace_cols)
     backends = [MemoryBackend(X, **opts) if mask is None else MaskedMemoryBackend(X, mask, **opts)
                 for _ in range(p["n_chains"])]

@@ -81,7 +81,8 @@ _FLAGS = {"n_components": "--k", "n_iter": "--n-iter", "burn_in": "--burn-in",
           "thin": "--thin", "n_chains": "--n-chains", "random_state": "--seed",
           "point_estimate": "--point-estimate", "w_estimate": "--w-estimate",
           "refine_sweeps": "--refine-sweeps", "checkpoint_every": "--checkpoint-every",
-          "bounds": "--bounds", "init": "--init", "model": "--model", "out": "--out",
+          "bounds": "--bounds", "init": "--init", "trace_columns": "--trace-columns",
+          "model": "--model", "out": "--out",
           "overwrite": "--overwrite", "resume": "--resume", "client": "--scheduler",
           "allow_missing_chunks": "--allow-missing-chunks", "missing": "--missing"}
 #: names that are also English words: translated only as ``name=...`` or ``name (``

@@ -104,6 +104,13 @@ def params_from_args(args) -> dict:
                                "comma separated list of K column indices.") from exc
         else:
             params["init"] = args.init
+    if args.trace_columns is not None:
+        try:
+            params["trace_columns"] = [int(x) for x in args.trace_columns.split(",")
+                                       if x.strip()]
+        except ValueError as exc:
+            raise CLIError(f"--trace-columns {args.trace_columns!r}: expected a comma "
+                           "separated list of column indices.") from exc
     return params
 
 
@@ -417,6 +424,9 @@ def add_parser(sub):
     fit.add_argument("--init", default=None, metavar="INIT",
                      help="auto (default), random (the paper), sketch, cpqr, or K comma "
                      "separated column indices")
+    fit.add_argument("--trace-columns", default=None, metavar="J1,J2,...",
+                     help="columns whose W draws are kept, for their credible intervals "
+                     "(default: 10 evenly spaced ones)")
     fit.add_argument("--bounds", type=float, nargs=2, default=None, metavar=("A", "B"),
                      help="bounds of W (default: -1 1; -2 2 is the weak ID)")
     fit.add_argument("--point-estimate", choices=("mode", "best"), default=None,
