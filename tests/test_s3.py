@@ -32,6 +32,7 @@ requests = pytest.importorskip("requests")
 
 from dask_bid import (  # noqa: E402
     OutputLocationError,
+    ParameterError,
     StoreAccessError,
     StoreNotFoundError,
 )
@@ -158,7 +159,8 @@ def test_one_storage_options_for_an_s3_input_and_a_local_output(s3, s3_input, lo
     assert_same_chain(read_result(out, storage_options=s3.options()), local_fit)
 
 
-def test_checkpoints_on_s3_and_resume_give_the_uninterrupted_fit(s3, s3_input, local_fit):
+def test_checkpoints_on_s3_and_resume_give_the_uninterrupted_fit(s3, s3_input, local_fit,
+                                                                 tmp_path):
     bucket, url = s3_input
     so = s3.options()
     out = f"s3://{bucket}/fit.zarr"
@@ -188,6 +190,23 @@ def test_checkpoints_on_s3_and_resume_give_the_uninterrupted_fit(s3, s3_input, l
     # the chain's final state stays (a larger n_iter continues from it), nothing older
     assert {k.split("/")[2] for k in s3.keys(bucket)
             if k.startswith("fit.zarr/checkpoint/c")} == {f"c0-it{KW['n_iter']:08d}"}
+    # and it continues on S3 to the chain of one longer fit (checked first, as the
+    # command line does, then run)
+    longer = {**FEW, "n_iter": KW["n_iter"] + 4}
+    from dask_bid.engine.fit import check_resume
+    from dask_bid.interface._params import validate_params
+    from dask_bid.interface.functional import DEFAULTS
+
+    p = validate_params({**DEFAULTS, **{k: v for k, v in longer.items()
+                                        if k not in ("client", "checkpoint_every")},
+                         "n_components": K, "n_iter": KW["n_iter"] - 1}, n_cols=N)
+    with pytest.raises(ParameterError, match="never shortened"):
+        check_resume(out, p, storage_options=so)
+    more = bayesian_id(url, K, out=out, storage_options=so, resume=True, **longer)
+    assert more.continued_from == KW["n_iter"]
+    path = str(tmp_path / "A.zarr")
+    to_zarr(_matrix(), path, chunks=CHUNKS)
+    assert_same_chain(more, bayesian_id(path, K, **longer))
 
 
 def test_cli_fit_from_s3_to_s3_with_aws_environment_variables(s3, s3_input, local_fit):
