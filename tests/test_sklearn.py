@@ -80,6 +80,18 @@ def test_expected_failed_checks_still_fail_for_the_reason_given(est, name):
         clone(est).fit(X)
 
 
+@pytest.mark.parametrize("est", estimators(), ids=IDS)
+@pytest.mark.parametrize("name", ["check_set_output_transform",
+                                  "check_set_output_transform_pandas",
+                                  "check_global_output_transform_pandas"])
+def test_scikit_learns_set_output_checks_pass(est, name):
+    """check_estimator yields these only for estimators built on scikit-learn's mixins:
+    run here on their own (the polars ones need polars, not a test dependency)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        getattr(estimator_checks, name)(type(est).__name__, clone(est))
+
+
 def test_expected_failed_checks_are_listed_in_the_docs():
     text = (DOCS / "sklearn.md").read_text()
     for name in EXPECTED_FAILED_CHECKS:
@@ -223,6 +235,53 @@ def test_feature_names_from_a_dataframe(A):
                                       np.asarray(custom, dtype=object)[est.columns_])
     pipe = make_pipeline(StandardScaler(), RandomizedID(2, method="cpqr")).fit(df)
     assert list(pipe.get_feature_names_out()) == [cols[j] for j in pipe[-1].columns_]
+
+
+@pytest.mark.parametrize("make", [lambda: BayesianID(3, **FAST),
+                                  lambda: RandomizedID(3, method="cpqr")],
+                         ids=["bid", "rid"])
+def test_set_output_pandas_gives_the_index_and_the_selected_names(A, make, tmp_path):
+    """``set_output(transform="pandas")``, on the estimator, on a Pipeline, or through
+    scikit-learn's global setting: a DataFrame of A[:, columns_] with the input's index
+    and the selected columns' names; for a Zarr input, computed. "default" and no
+    setting give the plain array; clone keeps the setting; "polars" and others are
+    refused, naming them."""
+    import sklearn
+
+    pd = pytest.importorskip("pandas")
+    cols = [f"drug{j}" for j in range(A.shape[1])]
+    rows = [f"cell{i}" for i in range(A.shape[0])]
+    df = pd.DataFrame(A, columns=cols, index=rows)
+    est = make().set_output(transform="pandas")
+    out = est.fit_transform(df)
+    assert isinstance(out, pd.DataFrame) and list(out.index) == rows
+    assert list(out.columns) == [cols[j] for j in est.columns_]
+    np.testing.assert_array_equal(out.to_numpy(), A[:, est.columns_])
+    plain = est.transform(A)  # an array has no index; the names are the fit's
+    assert list(plain.index) == list(range(A.shape[0]))
+    assert list(plain.columns) == [cols[j] for j in est.columns_]
+    assert clone(est)._sklearn_output_config == {"transform": "pandas"}
+    path = str(tmp_path / "A.zarr")
+    zarr.create_array(path, shape=A.shape, chunks=(10, A.shape[1]), dtype="f8")[...] = A
+    np.testing.assert_array_equal(est.fit(path).transform(path).to_numpy(),
+                                  A[:, est.columns_])
+    assert est.set_output(transform=None)._sklearn_output_config == {"transform": "pandas"}
+    assert isinstance(est.set_output(transform="default").transform(A), np.ndarray)
+    fresh = make().fit(A)
+    assert isinstance(fresh.transform(A), np.ndarray)
+    with sklearn.config_context(transform_output="pandas"):
+        assert isinstance(fresh.transform(df), pd.DataFrame)
+    pipe = make_pipeline(StandardScaler(), make()).set_output(transform="pandas")
+    piped = pipe.fit_transform(df)
+    assert list(piped.index) == rows and list(piped.columns) == [cols[j]
+                                                                 for j in pipe[-1].columns_]
+    from dask_bid import ParameterError
+
+    with pytest.raises(ParameterError, match=r"transform='polars'\): choose one of "
+                       r"'default', 'pandas' or None \(for polars: 'pandas', then"):
+        make().set_output(transform="polars")
+    with pytest.raises(ParameterError, match="transform='numpy'"):
+        make().set_output(transform="numpy")
 
 
 # --------------------------------------------------------------------------- refusals

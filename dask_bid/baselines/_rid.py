@@ -33,6 +33,8 @@ from ..interface._sklearn import (
     feature_names_out,
     refuse_sparse,
     set_feature_names,
+    set_output,
+    wrap_output,
 )
 from ._streaming import (
     IN_MEMORY_BLOCK_ROWS,
@@ -478,9 +480,14 @@ class RandomizedID:
         self._check_fitted()
         src = self._checked_source(A, finite=True)
         if src.kind == "numpy":
-            return np.asarray(src.array)[:, self.columns_]
+            return wrap_output(self, A, np.asarray(src.array)[:, self.columns_])
         X = _Matrix(src.array, self.chunks)
-        return X.da[:, self.columns_]
+        return wrap_output(self, A, X.da[:, self.columns_])
+
+    def set_output(self, *, transform=None):
+        """What ``transform`` and ``fit_transform`` return: ``"default"``, ``"pandas"``
+        or ``"polars"`` (see :meth:`dask_bid.BayesianID.set_output`). Returns self."""
+        return set_output(self, transform)
 
     def fit_transform(self, A, y=None):
         """``fit(A)`` then ``transform(A)``."""

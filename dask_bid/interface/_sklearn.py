@@ -20,11 +20,76 @@ from .._errors import InputDTypeError, InputShapeError
 
 __all__ = ["refuse_sparse", "feature_names", "set_feature_names", "check_features",
            "feature_names_out", "estimator_tags", "n_features_message", "reconstruction_mse",
-           "EXPECTED_FAILED_CHECKS"]
+           "set_output", "wrap_output", "EXPECTED_FAILED_CHECKS"]
+
+#: What ``set_output(transform=...)`` takes (scikit-learn's "polars" is not offered: it
+#: would be untested here, polars not being a dependency of the tests)
+OUTPUT_CHOICES = ("default", "pandas")
 
 #: Rows per block when the in-memory reconstruction error is summed (bounds the residual
 #: temporary to this many rows)
 SCORE_BLOCK_ROWS = 4096
+
+
+def _check_output_kind(kind):
+    if kind not in OUTPUT_CHOICES:
+        from .._errors import ParameterError
+
+        more = (" (for polars: 'pandas', then polars.from_pandas)" if kind == "polars"
+                else "")
+        raise ParameterError(f"set_output(transform={kind!r}): choose one of "
+                             f"{', '.join(map(repr, OUTPUT_CHOICES))} or None{more}.")
+
+
+def set_output(est, transform=None):
+    """``est.set_output(transform=...)``: the container ``transform`` and
+    ``fit_transform`` return, as scikit-learn's ``set_output`` API (kept in the attribute
+    scikit-learn reads and ``clone`` copies, ``_sklearn_output_config``). None leaves it
+    unchanged."""
+    if transform is None:
+        return est
+    _check_output_kind(transform)
+    config = dict(getattr(est, "_sklearn_output_config", None) or {})
+    config["transform"] = transform
+    est._sklearn_output_config = config
+    return est
+
+
+def _output_kind(est) -> str:
+    """The estimator's own setting, else scikit-learn's global ``transform_output`` when
+    scikit-learn is loaded (never imported here), else "default"."""
+    import sys
+
+    own = (getattr(est, "_sklearn_output_config", None) or {}).get("transform")
+    if own is not None:
+        return own
+    sklearn = sys.modules.get("sklearn")
+    if sklearn is not None and hasattr(sklearn, "get_config"):
+        return sklearn.get_config().get("transform_output", "default")
+    return "default"
+
+
+def wrap_output(est, A, C):
+    """``transform``'s result ``C`` in the container ``set_output`` asked for: for
+    "pandas" a DataFrame with A's index (a DataFrame's) and the selected columns' names
+    (``get_feature_names_out``), a lazy dask ``C`` computed first (a container holds
+    values); ``C`` as it is for "default"."""
+    kind = _output_kind(est)
+    if kind == "default":
+        return C
+    _check_output_kind(kind)  # scikit-learn's global setting may ask for polars
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        raise ImportError('set_output(transform="pandas") needs pandas: pip install '
+                          'pandas.') from exc
+    if hasattr(C, "compute"):
+        C = C.compute()
+    index = getattr(A, "index", None) if hasattr(A, "iloc") else None
+    if index is not None and len(index) != np.shape(C)[0]:
+        index = None
+    return pd.DataFrame(np.asarray(C), index=index,
+                        columns=[str(n) for n in est.get_feature_names_out()])
 
 
 def refuse_sparse(A, *, mask_hint=False):

@@ -14,6 +14,8 @@ from ._sklearn import (
     refuse_sparse,
     result_names,
     set_feature_names,
+    set_output,
+    wrap_output,
 )
 from .functional import DEFAULTS, bayesian_id
 
@@ -400,12 +402,21 @@ class BayesianID:
             raise NotFittedError("this BayesianID is not fitted yet: call fit(A) first.")
 
     def transform(self, A):
-        """C = A[:, columns_] (lazy for dask input)."""
+        """C = A[:, columns_] (lazy for dask input; a DataFrame after
+        ``set_output(transform="pandas")``)."""
         self._check_fitted()
         src = self._checked_source(A)
         if src.kind == "numpy":
-            return np.asarray(src.array)[:, self.columns_]
-        return src.to_dask()[:, self.columns_]
+            return wrap_output(self, A, np.asarray(src.array)[:, self.columns_])
+        return wrap_output(self, A, src.to_dask()[:, self.columns_])
+
+    def set_output(self, *, transform=None):
+        """What ``transform`` and ``fit_transform`` return: ``"default"`` (numpy, or a
+        lazy dask array for out-of-core input), ``"pandas"`` (a DataFrame with the
+        input's index and the selected columns' names), ``"polars"``; None leaves it
+        as it is. scikit-learn's ``set_output`` API (``Pipeline.set_output`` uses it);
+        without it, scikit-learn's global ``transform_output`` applies. Returns self."""
+        return set_output(self, transform)
 
     def inverse_transform(self, C):
         """C @ W: the reconstruction of A from its selected columns."""
@@ -413,6 +424,7 @@ class BayesianID:
         return C @ self.components_
 
     def fit_transform(self, A, y=None, **fit_kwargs):
+        """``fit(A)`` then ``transform(A)``."""
         return self.fit(A, **fit_kwargs).transform(A)
 
     def to_inference_data(self):
