@@ -365,7 +365,8 @@ def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_optio
     if not (overwrite or resume):
         raise OutputExistsError(
             f"the output {out!r} already exists. Pass {f['overwrite']} to replace it, "
-            f"{f['resume']} to continue an interrupted fit there, or choose another path.")
+            f"{f['resume']} to continue an interrupted fit there (or, with more iterations, a "
+            "finished one), or choose another path.")
     meta = _result_meta(out, storage_options)
     what = "resume" if resume else "replace"
     if meta is None:
