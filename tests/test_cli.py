@@ -383,6 +383,22 @@ def test_the_papers_drug_names_name_the_selected_drugs(shared_data_dir, tmp_path
     assert "17-AAG" in res.feature_names_in_  # the display name, not "17aag"
 
 
+@pytest.mark.parametrize("name, advice", [
+    ("m.xlsx", "it is a spreadsheet: export the sheet as CSV and fit the .csv"),
+    ("m.csv.gz", "it is compressed: decompress it first (gunzip)"),
+    ("m.h5", "it is an HDF5 file: write its dataset to Zarr once")])
+def test_files_of_other_formats_are_named_with_what_to_do(tmp_path, capsys, name, advice):
+    """fit, rid and info say what such a file is and how to fit its matrix (one line,
+    before anything is read)."""
+    path = tmp_path / name
+    path.write_bytes(b"PK\x03\x04 not read")
+    for argv in (["fit", str(path), "--k", "2", "--out", str(tmp_path / "o.zarr")],
+                 ["rid", str(path), "--k", "2"], ["info", str(path)]):
+        assert main(argv) == 2
+        assert_one_line_error(capsys.readouterr().err, advice)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
 def test_the_seed_of_a_fit_without_one_is_shown_and_repeats_it(data, tmp_path, capsys):
     """Without --seed the fit draws one: the summary and info show it, and --seed with it
     gives the same fit bit for bit."""

@@ -425,6 +425,13 @@ def test_missing_store(tmp_path):
     ("A.npy", r"is a file, not a Zarr store: .*numpy.load\(path, mmap_mode='r'\)"),
     ("A.csv", r"is a file, not a Zarr store: .*pandas.read_csv\(path, index_col=0\).*"
               "convert_to_zarr"),
+    # files nothing reads: what they are and what to do instead
+    ("A.npz", r"numpy archive of named arrays: save the matrix alone, numpy.save\('A.npy'"),
+    ("A.xlsx", "a spreadsheet: export the sheet as CSV"),
+    ("A.h5", r"HDF5 file: .*to_zarr\(dask.array.from_array\(h5py.File\(path\)\['NAME'\]\)"),
+    ("A.parquet", "Parquet file: a table of \\(row, column, value\\) triplets is fitted with "
+                  "--format triplets"),
+    ("A.csv.gz", "compressed: decompress it first"),
 ])
 def test_path_without_zarr_metadata(tmp_path, what, match):
     path = tmp_path / what

@@ -22,6 +22,7 @@ from .._errors import (
     NotAnArrayError,
     StoreNotFoundError,
 )
+from .._files import other_file_advice
 
 __all__ = [
     "MatrixSource",
@@ -336,9 +337,14 @@ def _file_fix(path) -> str:
                 "index_col=0) where a column holds row labels), or convert it to Zarr once "
                 "with dask_bid.interface.cli.convert_to_zarr(path, 'A.zarr'), which finds a "
                 "header and row labels as `dask-bid fit` does.")
+    kind = other_file_advice(path)
+    if kind is not None:
+        return f"{kind}; or pass the path of a Zarr array (a directory)."
     return ("pass the path of a Zarr array (a directory); `dask-bid fit` also reads .npy, "
             ".csv, .txt and .tsv matrices, and files of (row, column, value) triplets with "
             "--format triplets (docs/sparse.md).")
+
+
 
 
 def check_written(array, path=None):

@@ -120,6 +120,11 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
                                f"({type(exc).__name__}); dask-bid reads numbers only, never "
                                "pickled objects.") from exc
             return {"kind": "npz file", "path": spath, "arrays": arrays, "file_size": size}
+        from ..._files import other_file_advice
+
+        advice = other_file_advice(spath)
+        if advice:
+            raise CLIError(f"{spath!r} is a file dask-bid does not read: {advice}.")
         raise CLIError(f"{spath!r} is a file dask-bid does not read; expected a Zarr store, "
                        f"or one of {', '.join(CONVERTIBLE_SUFFIXES)}; a file of (row, column, "
                        "value) triplets is read with --format triplets (docs/sparse.md)")

@@ -1,0 +1,36 @@
+"""What to say about a file that holds a matrix in a format dask_bid does not read.
+
+Constants and one function, no imports of the engine, so that the command line's ``info``
+gives the same advice as the engine without loading numba.
+"""
+
+import os
+
+__all__ = ["other_file_advice"]
+
+#: Files people keep matrices in that are read by none of the paths: what to do instead
+OTHER_FILES = {
+    ".npz": ("it is a numpy archive of named arrays: save the matrix alone, "
+             "numpy.save('A.npy', numpy.load(path)['NAME']) (`dask-bid info` lists the "
+             "names), and fit A.npy"),
+    ".xlsx": "it is a spreadsheet: export the sheet as CSV and fit the .csv",
+    ".xls": "it is a spreadsheet: export the sheet as CSV and fit the .csv",
+    ".ods": "it is a spreadsheet: export the sheet as CSV and fit the .csv",
+    ".h5": ("it is an HDF5 file: write its dataset to Zarr once, "
+            "dask_bid.engine.to_zarr(dask.array.from_array(h5py.File(path)['NAME']), "
+            "'A.zarr') (chunk by chunk)"),
+    ".hdf5": ("it is an HDF5 file: write its dataset to Zarr once, "
+              "dask_bid.engine.to_zarr(dask.array.from_array(h5py.File(path)['NAME']), "
+            "'A.zarr') (chunk by chunk)"),
+    ".parquet": ("it is a Parquet file: a table of (row, column, value) triplets is fitted "
+                 "with --format triplets (docs/sparse.md); a dense table, read with "
+                 "pandas.read_parquet and passed as a DataFrame"),
+    ".gz": ("it is compressed: decompress it first (gunzip), then fit the .csv, .txt, .tsv "
+            "or .npy"),
+}
+
+
+def other_file_advice(path) -> str | None:
+    """What the file at ``path`` is and what to do instead, by its suffix (None when it
+    is not one of :data:`OTHER_FILES`)."""
+    return OTHER_FILES.get(os.path.splitext(str(path))[1].lower())
