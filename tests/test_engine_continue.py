@@ -19,8 +19,10 @@ from dask_bid.interface.cli.fit import continue_command
 from dask_bid.interface.functional import DEFAULTS
 
 K = 4
+# every move of the default sampler (pivot, collapsed, annealed swaps, the tempered
+# warm-up), fewer of each per iteration: the continuation is what is tested
 KW = dict(burn_in=10, thin=2, n_chains=2, random_state=5, checkpoint_every=10,
-          client="synchronous")
+          client="synchronous", n_pivot=2, n_anneal=2, anneal_every=3)
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +77,16 @@ def test_a_finished_fit_continues_to_the_fit_of_more_iterations(A, tmp_path):
     assert_same_chain(once, same)
 
 
-def test_a_continuation_on_a_cluster_is_the_same_chain(A, tmp_path, shared_client):
+def test_a_continuation_on_a_cluster_is_the_same_chain(A, tmp_path):
     """The final state written by an in-process fit continues on a cluster's workers
     (the blocks are read back by the workers) to the same chain."""
+    from distributed import Client, LocalCluster
+
     out = str(tmp_path / "fit.zarr")
     _fit(A, 20, out)
-    more = _fit(A, 40, out, resume=True, client=shared_client)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        more = _fit(A, 40, out, resume=True, client=client)
     assert_same_chain(_fit(A, 40), more)
 
 

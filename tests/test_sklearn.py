@@ -237,7 +237,7 @@ def test_feature_names_from_a_dataframe(A):
     assert list(pipe.get_feature_names_out()) == [cols[j] for j in pipe[-1].columns_]
 
 
-@pytest.mark.parametrize("make", [lambda: BayesianID(3, **FAST),
+@pytest.mark.parametrize("make", [lambda: BayesianID(3, **TINY),
                                   lambda: RandomizedID(3, method="cpqr")],
                          ids=["bid", "rid"])
 def test_set_output_pandas_gives_the_index_and_the_selected_names(A, make, tmp_path):
