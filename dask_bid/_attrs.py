@@ -4,11 +4,16 @@ A module of constants only, so that the command line can name them without impor
 engine (``dask-bid --help`` answers in a fraction of a second).
 """
 
-__all__ = ["COLUMN_NAMES_ATTR", "COLUMN_NAMES_MAX"]
+__all__ = ["COLUMN_NAMES_ATTR", "COLUMN_NAMES_MAX", "ROW_NAMES_ATTR"]
 
 #: Attribute of an input store holding the names of its columns (a list of N strings),
 #: written by the command line's conversion of a text file with a header; a fit of the
 #: store keeps them in its result (``attrs["dask_bid"]["feature_names"]``).
 COLUMN_NAMES_ATTR = "dask_bid_column_names"
-#: Names are kept for matrices of up to this many columns (they live in JSON metadata).
+#: Names are kept for matrices of up to this many columns (they live in JSON metadata);
+#: row names for up to this many rows.
 COLUMN_NAMES_MAX = 100_000
+#: Attribute of an input store holding the names of its rows (a list of M strings),
+#: written by the command line's conversion of a text file with row labels; a fit of
+#: the store keeps them in its result (``attrs["dask_bid"]["sample_names"]``).
+ROW_NAMES_ATTR = "dask_bid_row_names"

@@ -370,17 +370,71 @@ def test_column_names_from_a_file_name_the_selected_columns(tmp_path, capsys):
 
 
 def test_the_papers_drug_names_name_the_selected_drugs(shared_data_dir, tmp_path, capsys):
-    """The paper's IC50 file with its drugs.txt: the names are those the dataset loader
-    gives the columns."""
+    """The paper's IC50 file with its drugs.txt and cell_lines.txt: the names are those
+    the dataset loader gives the columns and rows, and basis_frame() is the selected
+    drugs' columns of the file, NaN where unobserved, named."""
     from dask_bid.datasets import load_ccle_ic50
 
     d = shared_data_dir / "ccle_ic50"
     out = tmp_path / "k3.zarr"
     assert main(["fit", str(d / "ic50.txt"), "--k", "3", "--out", str(out), "--missing",
-                 "mask", "--column-names", str(d / "drugs.txt"), *FAST, "-q"]) == 0
+                 "mask", "--column-names", str(d / "drugs.txt"), "--row-names",
+                 str(d / "cell_lines.txt"), *FAST, "-q"]) == 0
     res = open_result(out)
-    assert list(res.feature_names_in_) == load_ccle_ic50(shared_data_dir, n_copies=1).col_labels
+    ds = load_ccle_ic50(shared_data_dir, n_copies=1)
+    assert list(res.feature_names_in_) == ds.col_labels
     assert "17-AAG" in res.feature_names_in_  # the display name, not "17aag"
+    frame = res.result_.basis_frame()
+    assert list(frame.index) == ds.row_labels
+    assert list(frame.columns) == [ds.col_labels[j] for j in res.columns_]
+    raw = np.loadtxt(d / "ic50.txt", delimiter="\t")
+    np.testing.assert_array_equal(frame.to_numpy(), raw[:, res.columns_])  # NaN included
+
+
+def test_row_names_from_a_text_files_labels_or_a_file(tmp_path, capsys):
+    """A text file's row labels are kept by its conversion and the fit (info shows them,
+    basis_frame() names C's rows); --row-names FILE names the rows of a file without
+    labels; a file of another length is refused before the conversion, naming a file of
+    column names when its length is the column count."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((12, 2)) @ rng.standard_normal((2, 5))
+    labels = [f"r{i}" for i in range(12)]
+    lab = tmp_path / "lab.csv"
+    lab.write_text(",a,b,c,d,e\n" + "".join(
+        f"{name}," + ",".join(map(str, row.tolist())) + "\n" for name, row in zip(
+            labels, A, strict=True)))
+    out = tmp_path / "lab.zarr"
+    assert main(["fit", str(lab), "--k", "2", "--out", str(out), *FAST, "-q"]) == 0
+    assert zarr.open_array(tmp_path / "lab.csv.zarr").attrs["dask_bid_row_names"] == labels
+    res = open_result(out).result_
+    assert res.sample_names == labels
+    frame = res.basis_frame()
+    assert list(frame.index) == labels and list(frame.columns) == [
+        "abcde"[j] for j in res.columns]
+    np.testing.assert_array_equal(frame.to_numpy(), A[:, res.columns])
+    assert main(["info", str(out)]) == 0
+    assert "  rows named r0, r1, r2, r3, r4, r5, r6, r7, ..., r11 (12 rows)\n" in \
+        capsys.readouterr().out
+    assert main(["info", str(tmp_path / "lab.csv.zarr")]) == 0
+    assert "  rows named r0, r1" in capsys.readouterr().out
+    np.save(tmp_path / "a.npy", A)
+    names = tmp_path / "rows.txt"
+    names.write_text("\n".join(f"cell\tCell-{i}" for i in range(12)) + "\n")
+    out2 = tmp_path / "npy.zarr"
+    assert main(["fit", str(tmp_path / "a.npy"), "--k", "2", "--out", str(out2), "--row-names",
+                 str(names), *FAST, "-q"]) == 0
+    assert open_result(out2).result_.sample_names == [f"Cell-{i}" for i in range(12)]
+    five = tmp_path / "five.txt"
+    five.write_text("\n".join("abcde") + "\n")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    capsys.readouterr()
+    assert main(["fit", str(tmp_path / "a.npy"), "--k", "2", "--out", str(tmp_path / "x.zarr"),
+                 "--row-names", str(five)]) == 2
+    assert_one_line_error(capsys.readouterr().err,
+                          f"--row-names: {str(five)!r} has 5 names, but "
+                          f"{str(tmp_path / 'a.npy')!r} has 12 rows (5 is the number of its "
+                          "columns")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
 @pytest.mark.parametrize("name, advice", [

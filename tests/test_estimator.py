@@ -334,6 +334,46 @@ def test_names_given_to_the_fit_are_kept_like_a_dataframes(where, tmp_path):
         df.columns)
 
 
+@pytest.mark.parametrize("where", ["memory", "engine"])
+def test_row_names_are_kept_and_name_the_rows_of_the_basis_frame(where, tmp_path):
+    """A DataFrame's index of strings, or ``sample_names=``, names A's rows: kept in the
+    result and in ``out``, kept by a resume that names none, and the index of
+    ``basis_frame()`` (C with the selected columns' names); a RangeIndex names nothing;
+    wrong counts and a DataFrame's other index are refused."""
+    import pandas as pd
+
+    from dask_bid import ParameterError, open_result
+
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((40, 3)) @ rng.standard_normal((3, 10))
+    rows = [f"cell{i}" for i in range(40)]
+    df = pd.DataFrame(A, columns=[f"drug{j}" for j in range(10)], index=rows)
+    kw = dict(FAST, random_state=0)
+    out = str(tmp_path / "r.zarr")
+    engine = {} if where == "memory" else {"client": "synchronous", "out": out}
+    res = bayesian_id(df, 3, **kw, **engine)
+    assert res.sample_names == rows
+    assert bayesian_id(A, 3, sample_names=rows, **kw, **engine,
+                       **({} if where == "memory" else {"overwrite": True})
+                       ).sample_names == rows
+    assert bayesian_id(df.reset_index(drop=True), 3, **kw).sample_names is None
+    if where == "engine":
+        frame = open_result(out).result_.basis_frame()
+        assert list(frame.index) == rows
+        # the stored fit is the numpy one (no column names): the columns' indices
+        assert list(frame.columns) == [int(j) for j in res.columns]
+        np.testing.assert_array_equal(frame.to_numpy(), A[:, res.columns])
+        more = bayesian_id(A, 3, **{**kw, "n_iter": kw["n_iter"] + 4}, resume=True, **engine)
+        assert more.sample_names == rows
+    else:
+        with pytest.raises(ParameterError, match=r"holds no C .* A\[:, result.columns\]"):
+            res.basis_frame()
+    with pytest.raises(ParameterError, match="sample_names has 39 names, but A has 40 rows"):
+        bayesian_id(A, 3, sample_names=rows[:39], **kw)
+    with pytest.raises(ParameterError, match="DataFrame whose index differ"):
+        bayesian_id(df, 3, sample_names=[f"x{i}" for i in range(40)], **kw)
+
+
 def test_the_engine_reads_a_fortran_array_as_the_c_array():
     """On the Dask engine too, a Fortran-ordered array gives the chain of the C-ordered
     one, bit for bit."""

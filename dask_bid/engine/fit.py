@@ -308,7 +308,7 @@ def _run_chains(ex, ckpt, runners, starts):
 def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
              checkpoint_every=25, chunks=None, storage_options=None, callback=None,
              initial_columns=None, allow_missing_chunks=False, mask=None,
-             feature_names=None):
+             feature_names=None, sample_names=None):
     """Run the Bayesian ID sampler on the Dask engine.
 
     Parameters
@@ -361,6 +361,11 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         The names of A's N columns (a DataFrame's), kept in the result
         (``BIDResult.feature_names``, and in ``out``); default: the names recorded on a
         Zarr input (``attrs["dask_bid_column_names"]``), else none.
+    sample_names : sequence of str, optional
+        The names of A's M rows, kept the same way (``BIDResult.sample_names``; up to
+        100,000 rows); default: a DataFrame's index of strings, or the names recorded on
+        a Zarr input (``attrs["dask_bid_row_names"]``, the row labels of a converted text
+        file), else none.
 
     Returns
     -------
@@ -428,6 +433,11 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         names = stored_column_names(src.array)
     if names is not None:
         meta["feature_names"] = names
+    rows = valid_column_names(sample_names, M)
+    if rows is None and src.kind == "zarr":
+        rows = stored_column_names(src.array, axis=0)
+    if rows is not None:
+        meta["sample_names"] = rows
     check_cluster_versions(client)  # before an output is created or replaced
     lock = OutputLock(local_path(out)) if out is not None else contextlib.nullcontext()
     with lock:
@@ -506,9 +516,10 @@ class _Fit:
             compare_metadata((stored.get("input") or {}).get("fingerprint"),
                              self.meta["input"]["fingerprint"], local_path(out))
             self.entropy = int(stored["entropy"])
-            if self.meta.get("feature_names") is None and stored.get("feature_names"):
-                # a resume that names no columns keeps the names the fit started with
-                self.meta["feature_names"] = stored["feature_names"]
+            for key in ("feature_names", "sample_names"):
+                if self.meta.get(key) is None and stored.get(key):
+                    # a resume that names no columns (rows) keeps the names it started with
+                    self.meta[key] = stored[key]
             if stored.get("status") == "complete" and not extending:
                 from .zarr_io import read_result
 
@@ -574,8 +585,8 @@ class _Fit:
             compare_checksum(self.stored_checksum, now, local_path(self.out))
         self.marking = True
         # names given to a resumed fit replace the stored ones (else they are those)
-        named = ({"feature_names": self.meta["feature_names"]}
-                 if self.meta.get("feature_names") is not None else {})
+        named = {k: self.meta[k] for k in ("feature_names", "sample_names")
+                 if self.meta.get(k) is not None}
         if self.continued_from is not None:
             # one write: the stored result stops being complete when its parameters change
             self._set_attrs(status="running", error=None, params=self.meta["params"],
@@ -698,6 +709,7 @@ class _Fit:
                                     backends[0].final_sse, mask=n_obs)
                     res.n_recoveries = sum(r.n_recoveries for r in runners)
                     res.feature_names = self.meta.get("feature_names")
+                    res.sample_names = self.meta.get("sample_names")
                     res.continued_from = (self.continued_from if self.continued_from
                                           is not None else self._stored_continued_from())
                     unscale_result(check_finite_result(res), scale)

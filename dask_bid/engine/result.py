@@ -70,6 +70,11 @@ class BIDResult:
         The names of A's N columns, when the input had them: a DataFrame's column names,
         or those a Zarr input records (``dask_bid_column_names``, written by the command
         line's conversion of a text file with a header). Kept in ``out``.
+    sample_names : list of str or None
+        The names of A's M rows, when the input had them: ``sample_names=``, a
+        DataFrame's index of strings, or the row labels of a text file the command line
+        converted (``dask_bid_row_names``). Kept in ``out``; :meth:`basis_frame` uses
+        them.
     continued_from : int or None
         The ``n_iter`` of the finished fit whose chains this one continued (a fit saved
         to ``out`` and called again with ``resume=True`` and a larger ``n_iter``); None
@@ -100,6 +105,7 @@ class BIDResult:
     n_recoveries: int = 0
     feature_names: list | None = None
     continued_from: int | None = None
+    sample_names: list | None = None
 
     @property
     def n_chains(self) -> int:
@@ -114,6 +120,27 @@ class BIDResult:
         from .convergence import check
 
         return check(self.draws_sigma2, self.draws_sse, **kwargs)
+
+    def basis_frame(self):
+        """The selected columns C = A[:, columns] as a pandas DataFrame (needs pandas):
+        rows named by ``sample_names`` (else 0 .. M-1), columns by ``feature_names`` of
+        the selected columns (else their indices). A lazy ``C`` (a Zarr or dask input, or
+        ``out``) is computed: M x K values."""
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError("basis_frame() needs pandas: pip install pandas.") from exc
+        if self.C is None:
+            from .._errors import ParameterError
+
+            raise ParameterError("this result holds no C (a fit in memory keeps the "
+                                 "columns' indices only): take A[:, result.columns].")
+        C = self.C.compute() if hasattr(self.C, "compute") else self.C
+        cols = [int(j) for j in self.columns]
+        names = ([self.feature_names[j] for j in cols] if self.feature_names is not None
+                 else cols)
+        rows = self.sample_names if self.sample_names is not None else None
+        return pd.DataFrame(np.asarray(C), index=rows, columns=names)
 
     def w_intervals(self, prob: float = 0.9) -> WIntervals:
         """Equal-tailed credible intervals of W's entries in the traced columns.

@@ -22,7 +22,7 @@ import shutil
 
 import numpy as np
 
-from .._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX
+from .._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX, ROW_NAMES_ATTR
 from .._errors import OutputExistsError, OutputLocationError
 
 __all__ = [
@@ -525,13 +525,15 @@ def valid_column_names(names, n_cols):
     return names
 
 
-def stored_column_names(array):
-    """The column names recorded on an input Zarr array, or None."""
+def stored_column_names(array, axis=1):
+    """The column names (``axis=1``) or row names (``axis=0``) recorded on an input Zarr
+    array, or None."""
     try:
-        names = array.attrs.get(COLUMN_NAMES_ATTR)
+        names = array.attrs.get(COLUMN_NAMES_ATTR if axis == 1 else ROW_NAMES_ATTR)
     except Exception:
         return None
-    return valid_column_names(names, int(array.shape[1])) if isinstance(names, list) else None
+    return (valid_column_names(names, int(array.shape[axis])) if isinstance(names, list)
+            else None)
 
 
 def write_result(group, res, *, w_chunk_cols=None, extra_attrs=None):
@@ -647,6 +649,8 @@ def _read_complete(g, meta, s):
         params=dict(meta["result_params"]) if isinstance(meta.get("result_params"), dict)
         else {}, draws_w=draws_w,
         feature_names=valid_column_names(meta.get("feature_names"), g["W"].shape[1]),
+        sample_names=valid_column_names(meta.get("sample_names"),
+                                        _num(s.get("n_samples"), int, -1)),
         continued_from=_num(meta.get("continued_from"), int, None))
     res.C = da.from_zarr(g["C"]) if "C" in g else None
     return res

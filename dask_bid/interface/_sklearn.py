@@ -18,7 +18,7 @@ import numpy as np
 
 from .._errors import InputDTypeError, InputShapeError
 
-__all__ = ["refuse_sparse", "feature_names", "set_feature_names", "check_features",
+__all__ = ["refuse_sparse", "feature_names", "sample_names", "set_feature_names", "check_features",
            "feature_names_out", "estimator_tags", "n_features_message", "reconstruction_mse",
            "set_output", "wrap_output", "EXPECTED_FAILED_CHECKS"]
 
@@ -123,6 +123,18 @@ def feature_names(A):
         # scikit-learn too keeps names only when they are all strings
         return None
     return names
+
+
+def sample_names(A):
+    """Row names of a pandas-like ``A`` (its index, when every label is a string) as an
+    object array, else None: a default RangeIndex names nothing."""
+    index = getattr(A, "index", None)
+    if index is None or not hasattr(A, "iloc"):
+        return None
+    rows = np.asarray(list(index), dtype=object)
+    if rows.size == 0 or not all(isinstance(n, str) for n in rows):
+        return None
+    return rows
 
 
 def result_names(res):

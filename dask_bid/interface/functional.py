@@ -14,7 +14,7 @@ from ..engine.scaling import fit_scaled_in_memory
 from ..engine.summary import chain_config, summarise, traced_columns
 from ..kernels.rng import root_entropy
 from ._params import validate_params
-from ._sklearn import feature_names
+from ._sklearn import feature_names, sample_names
 from .result import BIDResult
 
 __all__ = ["bayesian_id", "DEFAULTS", "PAPER_SETTINGS"]
@@ -127,6 +127,9 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         (``BIDResult.feature_names``, ``out``) and shown for the selected columns by the
         command line; by default a DataFrame's column names, or those recorded on a Zarr
         input (``attrs["dask_bid_column_names"]``). For a DataFrame they must be its own.
+        ``sample_names``: the names of A's M rows, the same way (a DataFrame's index of
+        strings, or ``attrs["dask_bid_row_names"]``; up to 100,000 rows): they name the
+        rows of ``BIDResult.basis_frame()``.
 
     Returns
     -------
@@ -142,6 +145,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     """
     engine_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in ENGINE_DEFAULTS}
     given_names = kwargs.pop("feature_names", None)
+    given_rows = kwargs.pop("sample_names", None)
     unknown = set(kwargs) - set(DEFAULTS)
     if unknown & {"aggressive", "swap_score"}:
         # the options of earlier versions: say what replaced them
@@ -155,6 +159,10 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     src = as_matrix_source(A, storage_options=engine_kw.get("storage_options"))
     if given_names is not None:
         names = _given_names(given_names, names, src.shape[1])
+    rows = sample_names(A)  # a DataFrame's index of strings
+    if given_rows is not None:
+        rows = _given_names(given_rows, rows, src.shape[0], what="sample_names",
+                            axis="rows", frame="index")
     p = validate_params(p, n_cols=src.shape[1])
     masked = p["missing"] == "mask"
     mask = engine_kw.pop("mask", None)
@@ -175,7 +183,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         from ..engine.fit import fit_dask
 
         return fit_dask(src, p, initial_columns=_initial_columns, feature_names=names,
-                        **engine_kw)
+                        sample_names=rows, **engine_kw)
     if masked:
         # C order whatever the input's (a DataFrame's values are Fortran-ordered): the
         # products' rounding follows the layout, and the same matrix gives the same chain
@@ -188,7 +196,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
             bad = np.flatnonzero(~mask.any(axis=0))[:5].tolist()
             raise InputShapeError(f"columns {bad} have no observed entry; drop them first.")
         return _named(fit_scaled_in_memory(np.where(mask, X, 0.0), p, lambda X, p: _fit_memory(
-            X, p, mask=mask, callback=engine_kw.get("callback"))), names)
+            X, p, mask=mask, callback=engine_kw.get("callback"))), names, rows)
     # numpy input is checked at once, before an engine run creates any output;
     # dask and Zarr input are checked in the engine's first streaming pass
     if src.kind == "numpy" and not np.isfinite(src.array).all():
@@ -200,41 +208,44 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         from ..engine.fit import fit_dask
 
         return fit_dask(src, p, initial_columns=_initial_columns, feature_names=names,
-                        **engine_kw)
+                        sample_names=rows, **engine_kw)
     X = np.ascontiguousarray(src.array, dtype=np.float64)  # C order: as above
     # values near 1e200 or 1e-200 are fitted as X / 2^e (engine/scaling.py)
     return _named(fit_scaled_in_memory(X, p, lambda X, p: _fit_memory(
-        X, p, callback=engine_kw.get("callback"))), names)
+        X, p, callback=engine_kw.get("callback"))), names, rows)
 
 
-def _given_names(given, frame_names, n_cols):
-    """``feature_names=``: N strings, agreeing with a DataFrame's own column names."""
+def _given_names(given, frame_names, n, what="feature_names", axis="columns",
+                 frame="column names"):
+    """``feature_names=`` (``sample_names=``): one string per column (row) of A, agreeing
+    with a DataFrame's own column names (index)."""
     from .._attrs import COLUMN_NAMES_MAX
 
+    one = axis[:-1]
     if isinstance(given, str) or not hasattr(given, "__len__"):
-        raise ParameterError(f"feature_names must be a sequence of {n_cols} strings, one per "
-                             f"column of A, got {type(given).__name__}.")
+        raise ParameterError(f"{what} must be a sequence of {n} strings, one per {one} of "
+                             f"A, got {type(given).__name__}.")
     names = list(given)
-    if len(names) != n_cols:
-        raise ParameterError(f"feature_names has {len(names)} names, but A has {n_cols} "
-                             "columns: pass one name per column.")
-    bad = [i for i, n in enumerate(names) if not isinstance(n, str)]
+    if len(names) != n:
+        raise ParameterError(f"{what} has {len(names)} names, but A has {n} {axis}: pass "
+                             f"one name per {one}.")
+    bad = [i for i, x in enumerate(names) if not isinstance(x, str)]
     if bad:
-        raise ParameterError(f"feature_names must be strings; entry {bad[0]} is "
+        raise ParameterError(f"{what} must be strings; entry {bad[0]} is "
                              f"{names[bad[0]]!r} ({type(names[bad[0]]).__name__}).")
-    if n_cols > COLUMN_NAMES_MAX:
-        raise ParameterError(f"feature_names: names are kept for at most {COLUMN_NAMES_MAX:,} "
-                             f"columns (they live in the result's JSON metadata); A has "
-                             f"{n_cols:,}. Drop feature_names.")
+    if n > COLUMN_NAMES_MAX:
+        raise ParameterError(f"{what}: names are kept for at most {COLUMN_NAMES_MAX:,} "
+                             f"{axis} (they live in the result's JSON metadata); A has "
+                             f"{n:,}. Drop {what}.")
     if frame_names is not None and list(frame_names) != names:
-        raise ParameterError("A is a DataFrame whose column names differ from feature_names: "
-                             "pass one of them (rename the DataFrame's columns, or drop "
-                             "feature_names).")
+        raise ParameterError(f"A is a DataFrame whose {frame} differ from {what}: pass one "
+                             f"of them (rename the DataFrame's {frame}, or drop {what}).")
     return np.asarray(names, dtype=object)
 
 
-def _named(res, names):
+def _named(res, names, rows=None):
     res.feature_names = None if names is None else [str(n) for n in names]
+    res.sample_names = None if rows is None else [str(n) for n in rows]
     return res
 
 

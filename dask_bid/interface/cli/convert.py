@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from ..._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX
+from ..._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX, ROW_NAMES_ATTR
 from ._core import CLIError, file_suffix, is_url
 from .reading import (
     KEEP_NAN,
@@ -31,6 +31,7 @@ from .reading import (
     iter_text_blocks,
     npy_header,
     open_npy,
+    text_row_labels,
 )
 
 __all__ = ["convert_to_zarr", "TEXT_SUFFIXES", "CONVERTIBLE_SUFFIXES", "load_in_memory",
@@ -246,6 +247,9 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
         else None
     if names is not None:
         more[NAMES_ATTR] = names
+    rows = text_row_labels(src, layout, NAMES_MAX) if layout is not None else None
+    if rows is not None:
+        more[ROW_NAMES_ATTR] = rows
     if n_subnormal:
         more[SUBNORMAL_ATTR] = n_subnormal
     # with the completion mark, in one metadata write

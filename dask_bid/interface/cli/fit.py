@@ -41,6 +41,7 @@ from .reading import (
     MISSING_CHOICES,
     SUBNORMAL_ADVICE,
     add_names_option,
+    add_row_names_option,
     add_text_options,
     detect_text_layout,
     labels_line,
@@ -240,6 +241,8 @@ def run(args):
                             resume_at=out if args.resume else None)
     names = (read_names_file(args.column_names, shape, args.input)
              if args.column_names else None)
+    rows = (read_names_file(args.row_names, shape, args.input, axis=0)
+            if args.row_names else None)
     if failed is not None:
         say(f"replacing    {out} (a failed fit: {failed})", quiet=args.quiet)
     if convertible:
@@ -281,7 +284,7 @@ def run(args):
                     f"{os.environ.get('NUMBA_CACHE_DIR', 'numba cache')})", quiet=args.quiet)
         t0 = time.perf_counter()
         res = _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch,
-                      names)
+                      names, rows)
     wall = time.perf_counter() - t0
     # a converted text file's header names the selected columns (res.feature_names)
     lines = result_lines(res, seed=True) + [
@@ -340,7 +343,8 @@ def _continue_line(res, argv, n_iter):
     return f"run longer   {continue_command(list(argv), 2 * int(n_iter))}"
 
 
-def _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch, names=None):
+def _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch, names=None,
+            rows=None):
     """The fit itself on ``cluster`` (a context yielding the client), with its progress
     bar; NaN found by the engine is reported in command-line words."""
     from ..._errors import NonFiniteInputError
@@ -356,7 +360,8 @@ def _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch
                               overwrite=overwrite, resume=args.resume,
                               checkpoint_every=args.checkpoint_every, callback=callback,
                               allow_missing_chunks=args.allow_missing_chunks,
-                              **({} if names is None else {"feature_names": names}))
+                              **({} if names is None else {"feature_names": names}),
+                              **({} if rows is None else {"sample_names": rows}))
     except NonFiniteInputError as exc:
         raise CLIError(_nan_message(exc, src, params.get("missing") == "mask")) from exc
     return res
@@ -467,6 +472,7 @@ def add_parser(sub):
                      help="accept a Zarr INPUT with chunk files missing (read as its fill "
                      "value); refused by default, as a lost chunk would read as zeros")
     add_names_option(fit, "kept in OUT")
+    add_row_names_option(fit)
     fit.add_argument("--plot", default=None, metavar="KINDS",
                      help="write plots next to OUT: comma separated among trace, autocorr, "
                      "inclusion, or all")

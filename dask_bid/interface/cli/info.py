@@ -41,11 +41,11 @@ from .reading import (
 INFO_SCAN_BYTES = 2**30
 
 
-def _first_names(names) -> str:
-    """A header's column names, the first 8 and the last."""
+def _first_names(names, what="columns") -> str:
+    """A header's column names (or the row names), the first 8 and the last."""
     if len(names) <= 9:
         return ", ".join(names)
-    return f"{', '.join(names[:8])}, ..., {names[-1]} ({len(names)} columns)"
+    return f"{', '.join(names[:8])}, ..., {names[-1]} ({len(names)} {what})"
 
 
 def _missing_lines(info) -> list[str]:
@@ -158,6 +158,7 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
             from ...engine.zarr_io import stored_column_names
 
             info["column_names"] = stored_column_names(node)
+            info["row_names"] = stored_column_names(node, axis=0)
         recorded = None
         if isinstance(conv, dict):
             info["converted_from"] = conv.get("path")
@@ -211,6 +212,9 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
             if "W" in node else None
         if names is not None:
             info["names"] = [names[c] for c in info["columns"]]
+    rows = meta.get("sample_names")
+    if isinstance(rows, list) and rows and all(isinstance(r, str) for r in rows):
+        info["row_names"] = rows
     if meta.get("status") != "complete" and "checkpoint" in node:
         info["checkpoints"] = sorted(node["checkpoint"].group_keys()) + sorted(
             node["checkpoint"].array_keys())
@@ -253,6 +257,8 @@ def info_lines(info) -> list[str]:
             lines.append(f"  converted  from {info['converted_from']}")
         if info.get("column_names"):
             lines.append(f"  names      {_first_names(info['column_names'])}")
+        if info.get("row_names"):
+            lines.append(f"  rows named {_first_names(info['row_names'], 'rows')}")
         filled = info.get("filled") or {}
         if filled.get("fill") == "zero":
             lines.append(f"  filled     {filled.get('n_filled')} NaN entries replaced by 0 "
@@ -328,6 +334,8 @@ def info_lines(info) -> list[str]:
             from .report import shown_names
 
             lines.append(f"  names      {shown_names(info['names'])}")
+        if info.get("row_names"):
+            lines.append(f"  rows named {_first_names(info['row_names'], 'rows')}")
         if s:
             lines.append(f"  MSE        {fmt_g(s.get('mse'))}"
                          + (f"  (observed: {fmt_g(s.get('mse_observed'))})"

@@ -77,6 +77,14 @@ def text_options(args, src) -> dict:
     return opts
 
 
+def add_row_names_option(parser):
+    """``--row-names FILE`` (fit)."""
+    parser.add_argument("--row-names", default=None, metavar="FILE",
+                        help="names of INPUT's rows, one per line (read as --column-names), "
+                        "kept in OUT (result.basis_frame() names C's rows with them); "
+                        "default: a text INPUT's row labels")
+
+
 def add_names_option(parser, kept):
     """``--column-names FILE`` (fit, rid); ``kept``: where the names are written."""
     parser.add_argument("--column-names", default=None, metavar="FILE",
@@ -86,22 +94,23 @@ def add_names_option(parser, kept):
                         "or the names a converted store records")
 
 
-def read_names_file(path, shape, src) -> list[str]:
-    """``--column-names FILE``: one name per line for each column of INPUT (of
-    ``shape``).
+def read_names_file(path, shape, src, axis=1) -> list[str]:
+    """``--column-names FILE`` (``--row-names FILE`` with ``axis=0``): one name per line
+    for each column (row) of INPUT (of ``shape``).
 
     A line of tab-separated fields gives its second field when that is not empty, else
     its first: the label files of the paper's datasets (``drugs.txt``:
     ``normalised<TAB>display name``) read as the dataset loaders read them. Blank lines
     at the end are ignored; a blank line before them is refused (a name is missing).
     """
+    flag = "--column-names" if axis == 1 else "--row-names"
     try:
         with open(path, encoding="utf-8-sig") as fh:
             lines = fh.read().splitlines()
     except FileNotFoundError:
-        raise CLIError(f"--column-names: no such file {path!r}.") from None
+        raise CLIError(f"{flag}: no such file {path!r}.") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise CLIError(f"--column-names: cannot read {path!r} as text "
+        raise CLIError(f"{flag}: cannot read {path!r} as text "
                        f"({type(exc).__name__}: {exc}).") from None
     while lines and not lines[-1].strip():
         lines.pop()
@@ -110,15 +119,17 @@ def read_names_file(path, shape, src) -> list[str]:
         fields = [f.strip() for f in line.split("\t")]
         name = fields[1] if len(fields) > 1 and fields[1] else fields[0]
         if not name:
-            raise CLIError(f"--column-names: line {i} of {path!r} is empty; every column of "
-                           "INPUT needs a name (one per line).")
+            raise CLIError(f"{flag}: line {i} of {path!r} is empty; every "
+                           f"{'column' if axis else 'row'} of INPUT needs a name (one per "
+                           "line).")
         names.append(name)
-    n_rows, n_cols = shape
-    if len(names) != n_cols:
-        rows = (f" ({n_rows} is the number of its rows: {path!r} may name the rows)"
-                if len(names) == n_rows else "")
-        raise CLIError(f"--column-names: {path!r} has {len(names)} names, but {src!r} has "
-                       f"{n_cols} columns{rows}: pass a file with one name per column, in "
+    want, other = shape[axis], shape[1 - axis]
+    what, other_what = ("columns", "rows") if axis == 1 else ("rows", "columns")
+    if len(names) != want:
+        hint = (f" ({other} is the number of its {other_what}: {path!r} may name the "
+                f"{other_what})" if len(names) == other else "")
+        raise CLIError(f"{flag}: {path!r} has {len(names)} names, but {src!r} has "
+                       f"{want} {what}{hint}: pass a file with one name per {what[:-1]}, in "
                        "order.")
     return names
 
@@ -393,6 +404,26 @@ def header_names(path, layout: TextLayout) -> list[str] | None:
     if layout.row_labels and len(names) == layout.n_cols + 1:
         names = names[1:]  # the corner: the label column's name (or nothing)
     return names if len(names) == layout.n_cols else None
+
+
+def text_row_labels(path, layout: TextLayout, limit: int) -> list[str] | None:
+    """The row labels of a text matrix (its first field on every data line, unquoted), or
+    None without a label column or with more than ``limit`` rows."""
+    if not layout.row_labels:
+        return None
+    labels = []
+    with open(path, encoding="utf-8-sig") as fh:
+        skip = layout.header
+        for line in fh:
+            if not line.strip():
+                continue
+            if skip:
+                skip = False
+                continue
+            if len(labels) == limit:
+                return None
+            labels.append(_unquoted(_split(line.rstrip("\r\n"), layout.delimiter)[0]).strip())
+    return labels
 
 
 def check_text_columns(path, layout: TextLayout):
