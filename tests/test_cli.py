@@ -642,7 +642,7 @@ def test_scheduler_address_is_used(tmp_path, data):
 
     d, _, _ = data
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
         def transitions(dask_scheduler):
             return dask_scheduler.transition_counter
 

@@ -16,7 +16,7 @@ def test_chains_in_parallel_on_a_cluster_equal_sequential_chains():
     A += 0.05 * rng.standard_normal(A.shape)
     seq = bayesian_id(A, 3, client="synchronous", **KW)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
         par = bayesian_id(A, 3, client=client, **KW)
     assert par.trace.shape == (3, KW["n_iter"])
     for f in ("mse", "sigma2", "accepted"):

@@ -85,7 +85,7 @@ def test_a_continuation_on_a_cluster_is_the_same_chain(A, tmp_path):
     out = str(tmp_path / "fit.zarr")
     _fit(A, 20, out)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
         more = _fit(A, 40, out, resume=True, client=client)
     assert_same_chain(_fit(A, 40), more)
 

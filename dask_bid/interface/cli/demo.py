@@ -102,7 +102,7 @@ def run_demo(out=None, *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
     cluster = client = None
     if scheduler is None:
         cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.CRITICAL)
+                               dashboard_address=":0", silence_logs=logging.CRITICAL)
         client = Client(cluster)
         where = f"LocalCluster with {n_workers} workers"
         timings["cluster"] = time.perf_counter() - t

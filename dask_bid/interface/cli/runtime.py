@@ -74,8 +74,10 @@ def local_cluster(n_workers=2):
     """
     from distributed import Client, LocalCluster
 
+    # ":0", not None: None still binds the scheduler's HTTP server to 8787 and warns when
+    # that port is taken (a notebook's own dashboard); ":0" takes any free port
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
+                      dashboard_address=":0", silence_logs=logging.CRITICAL) as cluster, \
             Client(cluster, set_as_default=False) as client:
         yield client
 
