@@ -113,28 +113,27 @@ def refuse_sparse(A, *, mask_hint=False):
             "for a matrix larger than memory.")
 
 
-def feature_names(A):
-    """Column names of a pandas-like ``A`` (all strings) as an object array, else None."""
-    cols = getattr(A, "columns", None)
-    if cols is None or not hasattr(A, "iloc"):
+def _frame_labels(A, axis):
+    """A pandas-like ``A``'s column names (``"columns"``) or index (``"index"``) as an
+    object array when every label is a string, else None (scikit-learn too keeps names
+    only when they are all strings; a default RangeIndex names nothing)."""
+    labels = getattr(A, axis, None)
+    if labels is None or not hasattr(A, "iloc"):
         return None
-    names = np.asarray(list(cols), dtype=object)
+    names = np.asarray(list(labels), dtype=object)
     if names.size == 0 or not all(isinstance(n, str) for n in names):
-        # scikit-learn too keeps names only when they are all strings
         return None
     return names
 
 
+def feature_names(A):
+    """Column names of a pandas-like ``A`` (all strings) as an object array, else None."""
+    return _frame_labels(A, "columns")
+
+
 def sample_names(A):
-    """Row names of a pandas-like ``A`` (its index, when every label is a string) as an
-    object array, else None: a default RangeIndex names nothing."""
-    index = getattr(A, "index", None)
-    if index is None or not hasattr(A, "iloc"):
-        return None
-    rows = np.asarray(list(index), dtype=object)
-    if rows.size == 0 or not all(isinstance(n, str) for n in rows):
-        return None
-    return rows
+    """Row names of a pandas-like ``A`` (its index, all strings), else None."""
+    return _frame_labels(A, "index")
 
 
 def result_names(res):
