@@ -106,8 +106,43 @@ def test_the_command_line_traces_the_columns_it_is_given(planted, tmp_path, caps
             "--burn-in", "5", "--seed", "1"]
     assert main([*base, "--trace-columns", "4,9", "-q"]) == 0
     np.testing.assert_array_equal(open_result(out).result_.draws_w["columns"], [4, 9])
-    for value, message in [("4,x", "--trace-columns '4,x': expected a comma separated list"),
+    for value, message in [("4,x", "--trace-columns names columns ('x'), but A's columns "
+                                    "have no names"),
                            ("4,10", "--trace-columns must lie in [0, 10), got 10")]:
         capsys.readouterr()
         assert main([*base, "--trace-columns", value, "--overwrite"]) == 2
         assert message in capsys.readouterr().err
+    # by name: --column-names' (or a header's)
+    names = tmp_path / "names.txt"
+    names.write_text("\n".join(f"drug{j}" for j in range(10)) + "\n")
+    assert main([*base, "--trace-columns", "drug7,2", "--column-names", str(names),
+                 "--overwrite", "-q"]) == 0
+    np.testing.assert_array_equal(open_result(out).result_.draws_w["columns"], [2, 7])
+    capsys.readouterr()
+    assert main([*base, "--trace-columns", "durg7", "--column-names", str(names),
+                 "--overwrite"]) == 2
+    assert ("--trace-columns: no column is named 'durg7' (did you mean 'drug7'"
+            in capsys.readouterr().err)
+
+
+def test_trace_columns_by_name(planted):
+    """Names pick the traced columns where A's columns are named (a DataFrame's,
+    feature_names=), mixed with indices; the estimator keeps its parameter as given."""
+    import pandas as pd
+
+    from dask_bid import BayesianID
+
+    A, _ = planted
+    cols = [f"c{j}" for j in range(A.shape[1])]
+    df = pd.DataFrame(A, columns=cols)
+    np.testing.assert_array_equal(_fit(df, 2, trace_columns=["c9", 3]).draws_w["columns"],
+                                  [3, 9])
+    np.testing.assert_array_equal(
+        _fit(A, 2, trace_columns=["c4"], feature_names=cols).draws_w["columns"], [4])
+    est = BayesianID(2, **KW, trace_columns=["c5"]).fit(df)
+    assert est.get_params()["trace_columns"] == ["c5"]
+    np.testing.assert_array_equal(est.result_.draws_w["columns"], [5])
+    with pytest.raises(ParameterError, match=r"no column is named 'c55' \(did you mean"):
+        _fit(df, 2, trace_columns=["c55"])
+    with pytest.raises(ParameterError, match="A's columns have no names"):
+        _fit(A, 2, trace_columns=["c5"])

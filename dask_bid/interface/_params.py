@@ -102,6 +102,35 @@ def _check_random_state(rs):
 MAX_TRACE_COLUMNS = 1000
 
 
+def columns_by_name(value, names, what="trace_columns"):
+    """``value`` with every string entry replaced by the index of the column of that name
+    (``names``: A's column names, or None); integers pass through. Anything else is left
+    for the parameter's own check."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        return value
+    value = list(value)
+    wanted = [c for c in value if isinstance(c, str)]
+    if not wanted:
+        return value
+    if names is None:
+        raise ParameterError(
+            f"{what} names columns ({wanted[0]!r}), but A's columns have no names: pass "
+            "column indices, or name the columns (a DataFrame, feature_names=, a text "
+            "file's header, --column-names).")
+    where = {}
+    for j, n in enumerate(names):
+        where.setdefault(str(n), j)
+    unknown = [c for c in wanted if c not in where]
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], list(where), n=3)
+        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+        raise ParameterError(f"{what}: no column is named {unknown[0]!r}{hint}; the names "
+                             "are A's column names, exactly.")
+    return [where[c] if isinstance(c, str) else c for c in value]
+
+
 def _trace_columns(value, n_cols):
     """``trace_columns``: distinct column indices in [0, N), sorted, as a list of ints."""
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):

@@ -189,11 +189,12 @@ class BayesianID:
         still refused.
     n_trace_columns : int, default=10
         Number of evenly spaced columns whose W draws are kept for diagnostics.
-    trace_columns : sequence of int, optional
+    trace_columns : sequence of int or str, optional
         The columns whose W draws are kept, instead of ``n_trace_columns`` evenly spaced
-        ones (at most 1000): their credible intervals come from
-        ``result_.w_intervals(prob)``, their draws from ``to_inference_data()``. Does not
-        change the chain.
+        ones (at most 1000), by index or by name (where A's columns are named: a
+        DataFrame, ``feature_names=``, a Zarr input's recorded names): their credible
+        intervals come from ``result_.w_intervals(prob)``, their draws from
+        ``to_inference_data()``. Does not change the chain.
     refine_sweeps : int, default=20
         After the chain, Gibbs sweeps of W with the reported basis fixed (started from its
         clipped least-squares fit); W and its sd are then the posterior mean and sd of

@@ -13,7 +13,7 @@ from ..engine.memory import MaskedMemoryBackend, MemoryBackend
 from ..engine.scaling import fit_scaled_in_memory
 from ..engine.summary import chain_config, summarise, traced_columns
 from ..kernels.rng import root_entropy
-from ._params import validate_params
+from ._params import columns_by_name, validate_params
 from ._sklearn import feature_names, sample_names
 from .result import BIDResult
 
@@ -159,6 +159,14 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     src = as_matrix_source(A, storage_options=engine_kw.get("storage_options"))
     if given_names is not None:
         names = _given_names(given_names, names, src.shape[1])
+    if p.get("trace_columns") is not None:
+        # columns named by their names: a DataFrame's, feature_names=, or a Zarr input's
+        known = names
+        if known is None and src.kind == "zarr":
+            from ..engine.zarr_io import stored_column_names
+
+            known = stored_column_names(src.array)
+        p["trace_columns"] = columns_by_name(p["trace_columns"], known)
     rows = sample_names(A)  # a DataFrame's index of strings
     if given_rows is not None:
         rows = _given_names(given_rows, rows, src.shape[0], what="sample_names",

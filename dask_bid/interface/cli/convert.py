@@ -423,6 +423,27 @@ def load_in_memory(path, fill_missing=None, row_labels="auto", header="auto"):
     return np.concatenate(parts, axis=0)
 
 
+def input_column_names(src, text, n_cols=None):
+    """INPUT's column names: a text file's header, or those a Zarr array records (a
+    converted text file's); None for a .npy, or names that do not count ``n_cols``.
+    Names are a courtesy: anything unreadable gives None."""
+    try:
+        suffix = "" if is_url(src) else file_suffix(src)
+        if suffix == ".npy":
+            return None
+        if suffix in CONVERTIBLE_SUFFIXES:
+            names = header_names(src, detect_text_layout(src, **text))
+        else:
+            import zarr
+
+            from ...engine.zarr_io import stored_column_names
+
+            names = stored_column_names(zarr.open_array(src, mode="r"))
+    except Exception:
+        return None
+    return names if names is not None and (n_cols is None or len(names) == n_cols) else None
+
+
 def input_shape(src, row_labels="auto", header="auto"):
     """Shape of INPUT from metadata (a .npy header, a text file's rows, Zarr metadata)."""
     from ...engine.inputs import as_matrix_source

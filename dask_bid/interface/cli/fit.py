@@ -25,6 +25,7 @@ from .convert import (
     converted_fill_count,
     converted_path,
     converted_subnormal_count,
+    input_column_names,
     input_shape,
 )
 from .plotting import (
@@ -106,12 +107,10 @@ def params_from_args(args) -> dict:
         else:
             params["init"] = args.init
     if args.trace_columns is not None:
-        try:
-            params["trace_columns"] = [int(x) for x in args.trace_columns.split(",")
-                                       if x.strip()]
-        except ValueError as exc:
-            raise CLIError(f"--trace-columns {args.trace_columns!r}: expected a comma "
-                           "separated list of column indices.") from exc
+        # an index, or a column's name (a header's, --column-names'): names are resolved
+        # once INPUT's names are known (_validate_early)
+        params["trace_columns"] = [int(x) if x.strip().isdigit() else x.strip()
+                                   for x in args.trace_columns.split(",") if x.strip()]
     return params
 
 
@@ -237,6 +236,13 @@ def run(args):
                        ".npy / text file it came from.")
     text = text_options(args, src if convertible else None)
     # everything checkable from metadata is checked before converting or sampling
+    if any(isinstance(c, str) for c in params.get("trace_columns") or ()):
+        from .._params import columns_by_name
+
+        shape0 = input_shape(src, **text)
+        known = (read_names_file(args.column_names, shape0, args.input)
+                 if args.column_names else input_column_names(src, text, shape0[1]))
+        params["trace_columns"] = columns_by_name(params["trace_columns"], known)
     shape = _validate_early(src, args.k, params, text,
                             resume_at=out if args.resume else None)
     names = (read_names_file(args.column_names, shape, args.input)
@@ -430,8 +436,9 @@ def add_parser(sub):
                      help="auto (default), random (the paper), sketch, cpqr, or K comma "
                      "separated column indices")
     fit.add_argument("--trace-columns", default=None, metavar="J1,J2,...",
-                     help="columns whose W draws are kept, for their credible intervals "
-                     "(default: 10 evenly spaced ones)")
+                     help="columns whose W draws are kept, for their credible intervals: "
+                     "indices, or names (of the header or --column-names) (default: 10 "
+                     "evenly spaced ones)")
     fit.add_argument("--bounds", type=float, nargs=2, default=None, metavar=("A", "B"),
                      help="bounds of W (default: -1 1; -2 2 is the weak ID)")
     fit.add_argument("--point-estimate", choices=("mode", "best"), default=None,

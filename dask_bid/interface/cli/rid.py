@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from ._core import file_suffix, fmt_g, is_url, nonneg_int, positive_int, print_lines, short_list
-from .convert import CONVERTIBLE_SUFFIXES, load_in_memory
+from .convert import CONVERTIBLE_SUFFIXES, input_column_names, load_in_memory
 from .reading import FILL_CHOICES, add_names_option, add_text_options, text_options
 from .report import shown_names
 
@@ -36,8 +36,8 @@ def run(args):
     est = RandomizedID(args.k, method=args.method, oversampling=args.oversampling,
                        n_power_iter=args.power_iter, random_state=args.seed)
     est.fit(A)
-    names = given if given is not None else _column_names(src, convertible, text,
-                                                          est.n_features_in_)
+    names = given if given is not None else input_column_names(src, text,
+                                                               est.n_features_in_)
     picked = None if names is None else [names[int(j)] for j in est.columns_]
     lines = [
         f"method       {args.method}, K = {args.k}, A is {est.n_samples_} x {est.n_features_in_}",
@@ -94,26 +94,6 @@ def _check_npz_out(out, overwrite):
             f"refusing to replace {out!r}: it is not a result of dask-bid rid (a .npz "
             f"holding `{', '.join(sorted(_NPZ_KEYS))}`). Remove it yourself or choose "
             "another --out.")
-
-
-def _column_names(src, convertible, text, n_cols):
-    """The input's column names: a text file's header, or those a Zarr array records."""
-    try:
-        if convertible:
-            if file_suffix(src) == ".npy":
-                return None
-            from .reading import detect_text_layout, header_names
-
-            names = header_names(src, detect_text_layout(src, **text))
-        else:
-            import zarr
-
-            from ...engine.zarr_io import stored_column_names
-
-            return stored_column_names(zarr.open_array(src, mode="r"))
-    except Exception:  # names are a courtesy: the fit has already succeeded
-        return None
-    return names if names is not None and len(names) == n_cols else None
 
 
 def add_parser(sub):
