@@ -436,7 +436,7 @@ def test_the_convergence_line_of_one_chain_says_what_it_could_not_check():
     assert one.converged
     line = convergence_line(one, "collapsed")
     assert "R-hat" not in line.split("(wanted")[0]  # no R-hat from one chain
-    assert line.endswith("passed (ESS only: compare chains with --n-chains 4)")
+    assert line.endswith("passed (ESS only: --resume --n-chains 4 adds chains to compare)")
     two = check(rng.normal(size=(2, 400)), rng.normal(size=(2, 400)))
     assert convergence_line(two, "plain").endswith(": passed")
     assert convergence_line(two, "search").endswith("not a posterior sampler")

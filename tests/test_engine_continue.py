@@ -77,6 +77,26 @@ def test_a_finished_fit_continues_to_the_fit_of_more_iterations(A, tmp_path):
     assert_same_chain(once, same)
 
 
+def test_chains_added_to_a_finished_fit_give_the_fit_with_more_chains(A, tmp_path):
+    """1 chain, then 3 (the two added start from their own beginning), then 4 chains run
+    longer: bitwise the fits of 3 chains and of 4 chains x 30 iterations, since chain c's
+    draws depend on the seed and c only. Fewer chains are refused."""
+    out = str(tmp_path / "fit.zarr")
+    _fit(A, 20, out, n_chains=1)
+    three = _fit(A, 20, out, resume=True, n_chains=3)
+    assert (three.continued_from, three.continued_from_chains) == (20, 1)
+    assert_same_chain(_fit(A, 20, n_chains=3), three)
+    four = _fit(A, 30, out, resume=True, n_chains=4)
+    assert (four.continued_from, four.continued_from_chains) == (20, 3)
+    assert_same_chain(_fit(A, 30, n_chains=4), four)
+    assert _checkpoints(out) == [f"c{c}-it00000030" for c in range(4)]
+    before = zarr.open_group(out, mode="r").attrs["dask_bid"]
+    with pytest.raises(ParameterError, match=r"n_chains=2, but the finished fit at .* ran 4 "
+                                             r"chains: chains are added, never dropped"):
+        _fit(A, 30, out, resume=True, n_chains=2)
+    _unchanged(out, before)
+
+
 def test_a_continuation_on_a_cluster_is_the_same_chain(A, tmp_path):
     """The final state written by an in-process fit continues on a cluster's workers
     (the blocks are read back by the workers) to the same chain."""
@@ -188,7 +208,7 @@ def test_the_command_line_continues_a_fit_and_refuses_a_shorter_one_at_once(A, t
     assert main(base + ["--n-iter", "60", "--resume"]) == 0
     text = capsys.readouterr().out
     assert ("chains       2 x 60 iterations (burn-in 10, thin 1; continued from a finished "
-            "fit of 40 iterations)") in text
+            "fit of 2 chains x 40 iterations)") in text
     assert "s sampling, summed over 2 chains, all runs of the continued fit\n" in text
     # not converged: the summary gives the command that runs it on, and it does
     line = [ln for ln in text.splitlines() if ln.startswith("run longer   ")]
@@ -198,7 +218,8 @@ def test_the_command_line_continues_a_fit_and_refuses_a_shorter_one_at_once(A, t
     assert main(shlex.split(line[0])[3:] + ["-q"]) == 0
     assert open_result(out).result_.trace.shape == (2, 120)
     assert main(["info", out]) == 0
-    assert "continued from a finished fit of 60 iterations" in capsys.readouterr().out
+    assert "continued from a finished fit of 2 chains x 60 iterations" in \
+        capsys.readouterr().out
     capsys.readouterr()
     assert main(base + ["--n-iter", "50", "--resume"]) == 2
     err = capsys.readouterr().err

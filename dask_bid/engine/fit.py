@@ -108,16 +108,21 @@ def _input_chunks(src):
             tuple([cc] * (N // cc) + ([N % cc] if N % cc else [])))
 
 
+#: what a call may change to continue a finished fit: run its chains longer, add chains
+_GROWS = ("n_iter", "n_chains")
+
+
 def _extends(stored, meta) -> bool:
-    """Whether ``meta`` asks for more iterations of the complete fit ``stored`` and for
-    nothing else that changes the chain (then the fit is continued, not compared)."""
+    """Whether ``meta`` asks for more iterations or more chains of the complete fit
+    ``stored`` and for nothing else that changes a chain (then the fit is continued,
+    not compared)."""
     a, b = dict(stored.get("params") or {}), dict(meta["params"])
-    if stored.get("status") != "complete" or "n_iter" not in a or "n_iter" not in b:
+    if stored.get("status") != "complete" or any(k not in a or k not in b for k in _GROWS):
         return False
-    if a.pop("n_iter") == b.pop("n_iter"):
+    if [a.pop(k) for k in _GROWS] == [b.pop(k) for k in _GROWS]:
         return False
     return all(jsonable(stored.get(k)) == jsonable(meta.get(k))
-               for k in ("input_shape", "layout", "n_chains")) and a == b
+               for k in ("input_shape", "layout")) and a == b
 
 
 def _compare_meta(stored, meta, entropy_given):
@@ -156,7 +161,13 @@ def _check_extendable(stored, meta, ckpt, where):
             f"resume=True with n_iter={want}, but the finished fit at {where!r} ran {done} "
             f"iterations: a fit is continued, never shortened. Pass n_iter > {done} to "
             "continue it, or resume=False, overwrite=True to fit again.")
-    for c in range(int(stored["n_chains"])):
+    had, now = int(stored["n_chains"]), int(meta["params"]["n_chains"])
+    if now < had:
+        raise ParameterError(
+            f"resume=True with n_chains={now}, but the finished fit at {where!r} ran {had} "
+            f"chains: chains are added, never dropped. Pass n_chains >= {had} (more "
+            "chains start afresh beside them), or resume=False, overwrite=True.")
+    for c in range(had):
         latest = ckpt.latest(c)
         if latest is None or getattr(latest[1]["state"], "iteration", None) != done:
             raise ParameterError(
@@ -186,7 +197,8 @@ def check_resume(out, p, *, storage_options=None):
         return
     if not isinstance(stored, dict) or not isinstance(stored.get("params"), dict):
         return
-    meta = {k: stored.get(k) for k in ("input_shape", "layout", "n_chains")}
+    meta = {k: stored.get(k) for k in ("input_shape", "layout")}
+    meta["n_chains"] = p["n_chains"]
     meta["params"] = jsonable({k: v for k, v in p.items() if k not in _NOT_COMPARED})
     given = p.get("random_state")
     entropy = None if given is None else root_entropy(given)
@@ -491,8 +503,8 @@ class _Fit:
         self.restart_chains = False
         # n_iter that sizes the automatic settings (that of the first run of the chains)
         self.settings_n_iter = None
-        # n_iter of the finished fit that this call continues, if it does
-        self.continued_from = None
+        # n_iter and n_chains of the finished fit that this call continues, if it does
+        self.continued_from = self.continued_chains = None
 
     def _set_attrs(self, **kw):
         if self.group is not None:
@@ -533,6 +545,7 @@ class _Fit:
                                   Checkpointer(StoreSpec(local_path(out), self.storage_options),
                                                create=False), local_path(out))
                 self.continued_from = int(stored["params"]["n_iter"])
+                self.continued_chains = int(stored["n_chains"])
             scale = int(stored.get("scale_log2", 0) or 0)
             self.stored_checksum = (stored.get("input") or {}).get("checksum")
             # without a recorded checksum the checkpoints cannot be tied to this input
@@ -590,17 +603,21 @@ class _Fit:
         if self.continued_from is not None:
             # one write: the stored result stops being complete when its parameters change
             self._set_attrs(status="running", error=None, params=self.meta["params"],
+                            n_chains=self.meta["n_chains"],
                             settings_n_iter=self.settings_n_iter,
-                            continued_from=self.continued_from, **named)
+                            continued_from=self.continued_from,
+                            continued_from_chains=self.continued_chains, **named)
         else:
             self._set_attrs(status="running", error=None, **named)
 
-    def _stored_continued_from(self):
-        """A resumed continuation: the n_iter it continued, as its start recorded."""
-        if self.group is None:
-            return None
-        v = self.group.attrs.get("dask_bid", {}).get("continued_from")
-        return None if v is None else int(v)
+    def _continued(self):
+        """(n_iter, n_chains) of the finished fit this one continued (this call's, or as
+        the start of a resumed continuation recorded it), else (None, None)."""
+        if self.continued_from is not None:
+            return self.continued_from, self.continued_chains
+        meta = self.group.attrs.get("dask_bid", {}) if self.group is not None else {}
+        n, c = meta.get("continued_from"), meta.get("continued_from_chains")
+        return (None if n is None else int(n)), (None if c is None else int(c))
 
     def _hook(self, chain, scale):
         def on_first_pass(be):
@@ -710,8 +727,7 @@ class _Fit:
                     res.n_recoveries = sum(r.n_recoveries for r in runners)
                     res.feature_names = self.meta.get("feature_names")
                     res.sample_names = self.meta.get("sample_names")
-                    res.continued_from = (self.continued_from if self.continued_from
-                                          is not None else self._stored_continued_from())
+                    res.continued_from, res.continued_from_chains = self._continued()
                     unscale_result(check_finite_result(res), scale)
                     if group is not None:
                         if scale and src.kind != "sparse":

@@ -75,10 +75,11 @@ class BIDResult:
         DataFrame's index of strings, or the row labels of a text file the command line
         converted (``dask_bid_row_names``). Kept in ``out``; :meth:`basis_frame` uses
         them.
-    continued_from : int or None
-        The ``n_iter`` of the finished fit whose chains this one continued (a fit saved
-        to ``out`` and called again with ``resume=True`` and a larger ``n_iter``); None
-        for chains run in one go. The chains keep the automatic settings of the
+    continued_from, continued_from_chains : int or None
+        The ``n_iter`` and ``n_chains`` of the finished fit whose chains this one
+        continued (a fit saved to ``out`` and called again with ``resume=True`` and a
+        larger ``n_iter`` or ``n_chains``: its chains ran on, the added ones from their
+        start); None for chains run in one go. The chains keep the automatic settings of the
         ``n_iter`` they started with (docs/engine.md, "Continuing a finished fit").
     """
 
@@ -105,6 +106,7 @@ class BIDResult:
     n_recoveries: int = 0
     feature_names: list | None = None
     continued_from: int | None = None
+    continued_from_chains: int | None = None
     sample_names: list | None = None
 
     @property

@@ -651,6 +651,7 @@ def _read_complete(g, meta, s):
         feature_names=valid_column_names(meta.get("feature_names"), g["W"].shape[1]),
         sample_names=valid_column_names(meta.get("sample_names"),
                                         _num(s.get("n_samples"), int, -1)),
-        continued_from=_num(meta.get("continued_from"), int, None))
+        continued_from=_num(meta.get("continued_from"), int, None),
+        continued_from_chains=_num(meta.get("continued_from_chains"), int, None))
     res.C = da.from_zarr(g["C"]) if "C" in g else None
     return res

@@ -194,7 +194,8 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
             "params": meta.get("params", {}), "input": meta.get("input"),
             "input_shape": meta.get("input_shape"), "summary": meta.get("summary", {}),
             "versions": meta.get("versions"), "error": meta.get("error"),
-            "seed": meta.get("entropy"), "continued_from": meta.get("continued_from")}
+            "seed": meta.get("entropy"), "continued_from": meta.get("continued_from"),
+            "continued_from_chains": meta.get("continued_from_chains")}
     from ...engine.zarr_io import output_status
 
     # "running" only while a live fit holds the output's lock, else interrupted or failed
@@ -325,7 +326,8 @@ def info_lines(info) -> list[str]:
 
         lines.append(f"  sampling   {p.get('n_chains')} chain(s) x {p.get('n_iter')} iterations, "
                      f"burn-in {p.get('burn_in')}, thin {p.get('thin')}, init {p.get('init')}"
-                     + continued_words(info.get("continued_from"), sep=", "))
+                     + continued_words(info.get("continued_from"),
+                                       info.get("continued_from_chains"), sep=", "))
         if info.get("seed") is not None:
             lines.append(f"  seed       {info['seed']} (--seed repeats this fit with it)")
         if "columns" in info:

@@ -36,7 +36,7 @@ def convergence_line(conv, sampler, label="convergence  ") -> str:
     verdict = ("passed" if c.converged else "FAILED: not yet posterior summaries")
     if c.converged and c.n_chains < 2:
         # one chain cannot show that chains from other starts would end elsewhere
-        verdict = "passed (ESS only: compare chains with --n-chains 4)"
+        verdict = "passed (ESS only: --resume --n-chains 4 adds chains to compare)"
     if sampler not in EXACT_SAMPLERS:
         verdict = "not judged: this sampler is a search, not a posterior sampler"
     return (f"{label}{r}bulk ESS {c.ess_bulk_sigma2:.0f}, {c.ess_bulk_sse:.0f} "
@@ -44,13 +44,19 @@ def convergence_line(conv, sampler, label="convergence  ") -> str:
             f"{verdict}")
 
 
-def continued_words(continued_from, sep="; ") -> str:
-    """``sep`` + ``continued from a finished fit of N iterations`` for chains run past a
-    finished fit; empty for chains run in one go."""
+def continued_words(continued_from, chains=None, sep="; ") -> str:
+    """``sep`` + ``continued from a finished fit of C chains x N iterations`` for chains
+    run past a finished fit (or added to it); empty for chains run in one go."""
     try:
-        return f"{sep}continued from a finished fit of {int(continued_from)} iterations"
+        n = int(continued_from)
     except (TypeError, ValueError):
         return ""
+    try:
+        c = int(chains)
+        of = f"{c} chain{'s' if c != 1 else ''} x {n} iterations"
+    except (TypeError, ValueError):
+        of = f"{n} iterations"  # recorded before the chains were
+    return f"{sep}continued from a finished fit of {of}"
 
 
 def shown_names(picked) -> str:
@@ -68,12 +74,14 @@ def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
     n_chains, n_iter = res.trace.shape
     rest = np.setdiff1d(np.arange(res.components.shape[1]), res.columns)
     off = float(np.abs(res.components[:, rest]).max()) if rest.size else None
+    more = continued_words(getattr(res, "continued_from", None),
+                           getattr(res, "continued_from_chains", None))
     lines = [
         f"model        {str(p.get('model', '?')).upper()} "
         f"({sampler_label(p)} sampler), K = {K}, "
         f"A is {res.n_samples} x {res.n_features}",
         f"chains       {n_chains} x {n_iter} iterations (burn-in {p.get('burn_in')}, "
-        f"thin {p.get('thin')}{continued_words(getattr(res, 'continued_from', None))}), "
+        f"thin {p.get('thin')}{more}), "
         f"{res.draws_sigma2.size} retained draws, "
         f"{res.n_draws_point} with the reported basis",
         *([f"seed         {p['entropy']} (--seed repeats this fit with it)"]
