@@ -306,6 +306,9 @@ def test_extreme_values_on_the_engine(tmp_path, e):
     np.testing.assert_array_equal(np.asarray(back.C), np.ldexp(A, e)[:, res.columns])
 
 
+# one huge entry makes every basis numerically rank deficient: the fit says so (a
+# UserWarning), which is not what these tests check
+@pytest.mark.filterwarnings("ignore:the selected columns of A are numerically rank deficient")
 def test_one_huge_entry_is_refused_not_reported_as_nan(tmp_path):
     """1e200 among entries near 1: no single scale holds both squares (the residual is
     made of the small entries), so the fit stops with a message instead of NaN."""

@@ -736,6 +736,9 @@ def _finished(store, tmp_path):
     return out
 
 
+# one huge entry makes every basis numerically rank deficient: the fit says so (a
+# UserWarning), which is not what these tests check
+@pytest.mark.filterwarnings("ignore:the selected columns of A are numerically rank deficient")
 @pytest.mark.parametrize("case", list(INTACT))
 def test_input_store_is_never_written(store, tmp_path, case, request):
     prep, make_kw, exc = INTACT[case]
