@@ -106,6 +106,8 @@ def test_the_command_line_traces_the_columns_it_is_given(planted, tmp_path, caps
             "--burn-in", "5", "--seed", "1"]
     assert main([*base, "--trace-columns", "4,9", "-q"]) == 0
     np.testing.assert_array_equal(open_result(out).result_.draws_w["columns"], [4, 9])
+    assert main(["info", str(out)]) == 0
+    assert "  traced     [4, 9] (their W draws are kept: " in capsys.readouterr().out
     for value, message in [("4,x", "--trace-columns names columns ('x'), but A's columns "
                                     "have no names"),
                            ("4,10", "--trace-columns must lie in [0, 10), got 10")]:

@@ -216,6 +216,8 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
     rows = meta.get("sample_names")
     if isinstance(rows, list) and rows and all(isinstance(r, str) for r in rows):
         info["row_names"] = rows
+    with contextlib.suppress(Exception):  # the columns whose W draws were kept
+        info["traced"] = [int(c) for c in node["draws"]["w_columns"][...]]
     if meta.get("status") != "complete" and "checkpoint" in node:
         info["checkpoints"] = sorted(node["checkpoint"].group_keys()) + sorted(
             node["checkpoint"].array_keys())
@@ -338,6 +340,9 @@ def info_lines(info) -> list[str]:
             lines.append(f"  names      {shown_names(info['names'])}")
         if info.get("row_names"):
             lines.append(f"  rows named {_first_names(info['row_names'], 'rows')}")
+        if info.get("traced"):
+            lines.append(f"  traced     {short_list(info['traced'])} (their W draws are kept: "
+                         "open_result(PATH).result_.w_intervals(0.9))")
         if s:
             lines.append(f"  MSE        {fmt_g(s.get('mse'))}"
                          + (f"  (observed: {fmt_g(s.get('mse_observed'))})"
