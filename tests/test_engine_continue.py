@@ -265,3 +265,27 @@ def test_run_longer_is_offered_only_where_an_exact_chain_failed_the_check(
     line = _continue_line(res, ["fit", "a.npy", "--k", "2", "--out", "o"], 100)
     assert (line == "run longer   dask-bid fit a.npy --k 2 --out o --resume --n-iter 200"
             if shown else line is None)
+
+
+def test_a_triplet_files_resume_is_checked_before_the_file_is_converted(tmp_path, capsys):
+    """--format triplets: the stored parameters are compared before the triplet file is
+    converted again (its conversion deleted here), so a refused resume converts nothing."""
+    import shutil
+
+    rng = np.random.default_rng(0)
+    lines = [f"{i}\t{j}\t{rng.standard_normal():.4f}" for i in range(40) for j in range(12)
+             if rng.random() < 0.8]
+    src = tmp_path / "t.tsv"
+    src.write_text("\n".join(lines) + "\n")
+    out = str(tmp_path / "t.zarr")
+    base = ["fit", str(src), "--format", "triplets", "--k", "2", "--out", out, "--missing",
+            "mask", "--burn-in", "5", "--seed", "1"]
+    assert main(base + ["--n-iter", "20", "-q"]) == 0
+    converted = [p for p in tmp_path.iterdir() if p.name.startswith("t.tsv.")]
+    assert converted
+    for p in converted:
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    capsys.readouterr()
+    assert main(base + ["--n-iter", "10", "--resume"]) == 2
+    assert "a fit is continued, never shortened" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.tsv", "t.zarr"]

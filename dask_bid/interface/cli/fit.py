@@ -173,11 +173,17 @@ def _validate_early(src, k, params, text=None, resume_at=None):
     return shape
 
 
-def _validate_params_only(k, params):
+def _validate_params_only(k, params, resume_at=None):
+    """The parameters before a triplet file is converted (its shape is not known yet:
+    nothing checked here depends on it), and a resume's stored parameters."""
     from .._params import validate_params
     from ..functional import DEFAULTS
 
-    validate_params({**DEFAULTS, **params, "n_components": k})
+    p = validate_params({**DEFAULTS, **params, "n_components": k})
+    if resume_at is not None:
+        from ...engine.fit import check_resume
+
+        check_resume(resume_at, p)
 
 
 def _n_observed(store) -> int:
@@ -218,7 +224,7 @@ def run(args):
     src = args.input
     masked = params.get("missing") == "mask"
     if args.format == "triplets":  # parameters first: the conversion reads the file twice
-        _validate_params_only(args.k, params)
+        _validate_params_only(args.k, params, resume_at=out if args.resume else None)
     # a triplet file (converted once) or a sparse store: cli/sparse.py
     sparse_src = sparse_input(args, out, masked, args.quiet)
     if sparse_src is not None:
