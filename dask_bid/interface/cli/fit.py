@@ -108,7 +108,7 @@ def params_from_args(args) -> dict:
             params["init"] = args.init
     if args.trace_columns is not None:
         # an index, or a column's name (a header's, --column-names'): names are resolved
-        # once INPUT's names are known (_validate_early)
+        # once INPUT's names are known (run)
         params["trace_columns"] = [int(x) if x.strip().isdigit() else x.strip()
                                    for x in args.trace_columns.split(",") if x.strip()]
     return params
@@ -148,12 +148,9 @@ def _check_out_free(out, args):
                  flags={"overwrite": "--overwrite", "resume": "--resume", "out": "--out"})
 
 
-def _validate_early(src, k, params, text=None, resume_at=None):
-    """Everything checkable from metadata (with ``resume_at``, the output a resume
-    continues: its stored parameters too); returns the input's shape."""
-    from .._params import validate_params
-    from ..functional import DEFAULTS
-
+def _checked_shape(src, text=None):
+    """INPUT's shape from its metadata (a text file's rows counted once), refused unless
+    it is a matrix of at least 2 columns."""
     shape = input_shape(src, **(text or {}))
     if len(shape) != 2:
         from ..._errors import InputShapeError
@@ -165,12 +162,20 @@ def _validate_early(src, k, params, text=None, resume_at=None):
 
         raise InputShapeError(f"{src!r} has {shape[1]} column; dask-bid needs a matrix with "
                               "at least 2 columns.")
-    p = validate_params({**DEFAULTS, **params, "n_components": k}, n_cols=shape[1])
+    return shape
+
+
+def _validate_early(k, params, n_cols, resume_at=None):
+    """The parameters against INPUT's column count (with ``resume_at``, the output a
+    resume continues: its stored parameters too), before any work."""
+    from .._params import validate_params
+    from ..functional import DEFAULTS
+
+    p = validate_params({**DEFAULTS, **params, "n_components": k}, n_cols=n_cols)
     if resume_at is not None:
         from ...engine.fit import check_resume
 
         check_resume(resume_at, p)  # a resume the stored fit refuses: before any work
-    return shape
 
 
 def _validate_params_only(k, params, resume_at=None):
@@ -242,17 +247,18 @@ def run(args):
                        ".npy / text file it came from.")
     text = text_options(args, src if convertible else None)
     # everything checkable from metadata is checked before converting or sampling
+    shape = _checked_shape(src, text)
+    names = None
     if any(isinstance(c, str) for c in params.get("trace_columns") or ()):
         from .._params import columns_by_name
 
-        shape0 = input_shape(src, **text)
-        known = (read_names_file(args.column_names, shape0, args.input)
-                 if args.column_names else input_column_names(src, text, shape0[1]))
+        names = (read_names_file(args.column_names, shape, args.input)
+                 if args.column_names else None)
+        known = names if names is not None else input_column_names(src, text, shape[1])
         params["trace_columns"] = columns_by_name(params["trace_columns"], known)
-    shape = _validate_early(src, args.k, params, text,
-                            resume_at=out if args.resume else None)
-    names = (read_names_file(args.column_names, shape, args.input)
-             if args.column_names else None)
+    _validate_early(args.k, params, shape[1], resume_at=out if args.resume else None)
+    if args.column_names and names is None:
+        names = read_names_file(args.column_names, shape, args.input)
     rows = (read_names_file(args.row_names, shape, args.input, axis=0)
             if args.row_names else None)
     if failed is not None:
