@@ -31,7 +31,6 @@ from .reading import (
     iter_text_blocks,
     npy_header,
     open_npy,
-    text_row_labels,
 )
 
 __all__ = ["convert_to_zarr", "TEXT_SUFFIXES", "CONVERTIBLE_SUFFIXES", "load_in_memory",
@@ -205,8 +204,11 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
     # never passes for a matrix of zeros
     z = create_matrix_array(dst, shape, dtype, chunks)
     rows_per_write = chunks[0] * max(1, (64 * 2**20) // max(1, chunks[0] * shape[1] * 8))
+    # a text file's row labels, gathered as its rows are read (kept up to NAMES_MAX rows)
+    labels = ([] if suffix != ".npy" and layout.row_labels and shape[0] <= NAMES_MAX
+              else None)
     blocks = (iter_npy_blocks(arr, rows_per_write, dtype) if suffix == ".npy"
-              else iter_text_blocks(src, layout, rows_per_write))
+              else iter_text_blocks(src, layout, rows_per_write, labels=labels))
     n_filled = n_subnormal = 0
     observed = np.zeros(shape[1], dtype=np.int64)
     index = RowIndexCheck(layout, row_labels)
@@ -247,9 +249,8 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
         else None
     if names is not None:
         more[NAMES_ATTR] = names
-    rows = text_row_labels(src, layout, NAMES_MAX) if layout is not None else None
-    if rows is not None:
-        more[ROW_NAMES_ATTR] = rows
+    if labels is not None:
+        more[ROW_NAMES_ATTR] = labels
     if n_subnormal:
         more[SUBNORMAL_ATTR] = n_subnormal
     # with the completion mark, in one metadata write

@@ -406,26 +406,6 @@ def header_names(path, layout: TextLayout) -> list[str] | None:
     return names if len(names) == layout.n_cols else None
 
 
-def text_row_labels(path, layout: TextLayout, limit: int) -> list[str] | None:
-    """The row labels of a text matrix (its first field on every data line, unquoted), or
-    None without a label column or with more than ``limit`` rows."""
-    if not layout.row_labels:
-        return None
-    labels = []
-    with open(path, encoding="utf-8-sig") as fh:
-        skip = layout.header
-        for line in fh:
-            if not line.strip():
-                continue
-            if skip:
-                skip = False
-                continue
-            if len(labels) == limit:
-                return None
-            labels.append(_unquoted(_split(line.rstrip("\r\n"), layout.delimiter)[0]).strip())
-    return labels
-
-
 def check_text_columns(path, layout: TextLayout):
     """Refuse a text file with fewer than 2 columns, naming the delimiter tried."""
     if layout.n_cols >= 2:
@@ -513,10 +493,9 @@ def _last_field(line, layout) -> str:
     return line.rstrip("\r\n").rsplit(layout.delimiter, 1)[-1].strip()
 
 
-def iter_text_blocks(path, layout: TextLayout, rows_per_block: int):
-    """Yield ``(first_row, block, line_numbers)`` over the data rows of a text matrix."""
-    buf = []
-    r0 = 0
+def _data_lines(path, layout: TextLayout):
+    """``(line_number, line)`` of every data row of a text matrix: blank lines and the
+    header left out."""
     with open(path, encoding="utf-8-sig") as fh:
         skip = layout.header
         for lineno, line in enumerate(fh, start=1):
@@ -525,11 +504,25 @@ def iter_text_blocks(path, layout: TextLayout, rows_per_block: int):
             if skip:
                 skip = False
                 continue
-            buf.append((lineno, line))
-            if len(buf) == rows_per_block:
-                yield r0, _parse(buf, layout, path), [n for n, _ in buf]
-                r0 += len(buf)
-                buf = []
+            yield lineno, line
+
+
+def iter_text_blocks(path, layout: TextLayout, rows_per_block: int, labels=None):
+    """Yield ``(first_row, block, line_numbers)`` over the data rows of a text matrix.
+
+    ``labels``: a list that receives every row's label (its first field, unquoted) as
+    the rows are read, for a layout with row labels: the conversion keeps them without
+    reading the file again."""
+    buf = []
+    r0 = 0
+    for lineno, line in _data_lines(path, layout):
+        buf.append((lineno, line))
+        if labels is not None:
+            labels.append(_unquoted(_split(line.rstrip("\r\n"), layout.delimiter)[0]).strip())
+        if len(buf) == rows_per_block:
+            yield r0, _parse(buf, layout, path), [n for n, _ in buf]
+            r0 += len(buf)
+            buf = []
     if buf:
         yield r0, _parse(buf, layout, path), [n for n, _ in buf]
 
