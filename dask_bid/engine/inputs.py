@@ -345,8 +345,6 @@ def _file_fix(path) -> str:
             "--format triplets (docs/sparse.md).")
 
 
-
-
 def check_written(array, path=None):
     """Refuse an array whose writer (``to_zarr``, the CLI's conversion) did not finish.
 

@@ -635,6 +635,7 @@ def _read_complete(g, meta, s):
     draws_w = None
     if "w_columns" in dr:
         draws_w = {"columns": dr["w_columns"][...], "values": dr["w_values"][...]}
+    n_samples = _num(s.get("n_samples"), int, g["C"].shape[0] if "C" in g else 0)
     res = BIDResult(
         columns=g["columns"][...], components=g["W"][...], components_sd=g["W_sd"][...],
         sigma2=_num(s.get("sigma2")), inclusion_probability=g["inclusion_probability"][...],
@@ -644,13 +645,12 @@ def _read_complete(g, meta, s):
         mse_observed=None if s.get("mse_observed") is None else _num(s["mse_observed"]),
         max_abs_w=_num(s.get("max_abs_w")), n_passes=_num(s.get("n_passes"), int, 0),
         elapsed=_num(s.get("elapsed"), float, 0.0),
-        n_samples=_num(s.get("n_samples"), int, g["C"].shape[0] if "C" in g else 0),
+        n_samples=n_samples,
         n_features=_num(s.get("n_features"), int, g["W"].shape[1]),
         params=dict(meta["result_params"]) if isinstance(meta.get("result_params"), dict)
         else {}, draws_w=draws_w,
         feature_names=valid_column_names(meta.get("feature_names"), g["W"].shape[1]),
-        sample_names=valid_column_names(meta.get("sample_names"),
-                                        _num(s.get("n_samples"), int, -1)),
+        sample_names=valid_column_names(meta.get("sample_names"), n_samples),
         continued_from=_num(meta.get("continued_from"), int, None),
         continued_from_chains=_num(meta.get("continued_from_chains"), int, None))
     res.C = da.from_zarr(g["C"]) if "C" in g else None
