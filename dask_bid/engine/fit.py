@@ -176,6 +176,18 @@ def _check_extendable(stored, meta, ckpt, where):
                 f"it cannot be continued. Fit again with n_iter={want} and overwrite=True.")
 
 
+def _check_stored(stored, meta, entropy_given, out, storage_options) -> bool:
+    """Compare this call with the fit ``stored`` at ``out`` (refusing what cannot be
+    resumed or continued); returns whether it continues that finished fit."""
+    if not _extends(stored, meta):
+        _compare_meta(stored, meta, entropy_given)
+        return False
+    _compare_seed(stored, entropy_given)
+    _check_extendable(stored, meta, Checkpointer(StoreSpec(local_path(out), storage_options),
+                                                 create=False), local_path(out))
+    return True
+
+
 def check_resume(out, p, *, storage_options=None):
     """Refuse at once a ``resume=True`` that the fit stored at ``out`` would refuse
     once the input is read: other parameters or seed, fewer iterations than a finished
@@ -201,13 +213,8 @@ def check_resume(out, p, *, storage_options=None):
     meta["n_chains"] = p["n_chains"]
     meta["params"] = jsonable({k: v for k, v in p.items() if k not in _NOT_COMPARED})
     given = p.get("random_state")
-    entropy = None if given is None else root_entropy(given)
-    if not _extends(stored, meta):
-        _compare_meta(stored, meta, entropy)
-        return
-    _compare_seed(stored, entropy)
-    _check_extendable(stored, meta, Checkpointer(StoreSpec(local_path(out), storage_options),
-                                                 create=False), local_path(out))
+    _check_stored(stored, meta, None if given is None else root_entropy(given), out,
+                  storage_options)
 
 
 class _ChainRunner:
@@ -520,11 +527,8 @@ class _Fit:
         scale = 0
         if self.existing:
             stored = dict(group.attrs["dask_bid"])
-            extending = _extends(stored, self.meta)
-            if extending:
-                _compare_seed(stored, self.entropy_given)
-            else:
-                _compare_meta(stored, self.meta, self.entropy_given)
+            extending = _check_stored(stored, self.meta, self.entropy_given, out,
+                                      self.storage_options)
             compare_metadata((stored.get("input") or {}).get("fingerprint"),
                              self.meta["input"]["fingerprint"], local_path(out))
             self.entropy = int(stored["entropy"])
@@ -541,9 +545,6 @@ class _Fit:
             self.settings_n_iter = int(stored.get("settings_n_iter")
                                        or stored["params"]["n_iter"])
             if extending:
-                _check_extendable(stored, self.meta,
-                                  Checkpointer(StoreSpec(local_path(out), self.storage_options),
-                                               create=False), local_path(out))
                 self.continued_from = int(stored["params"]["n_iter"])
                 self.continued_chains = int(stored["n_chains"])
             scale = int(stored.get("scale_log2", 0) or 0)
