@@ -141,8 +141,7 @@ class BIDResult:
         cols = [int(j) for j in self.columns]
         names = ([self.feature_names[j] for j in cols] if self.feature_names is not None
                  else cols)
-        rows = self.sample_names if self.sample_names is not None else None
-        return pd.DataFrame(np.asarray(C), index=rows, columns=names)
+        return pd.DataFrame(np.asarray(C), index=self.sample_names, columns=names)
 
     def w_intervals(self, prob: float = 0.9) -> WIntervals:
         """Equal-tailed credible intervals of W's entries in the traced columns.

@@ -213,9 +213,12 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
             if "W" in node else None
         if names is not None:
             info["names"] = [names[c] for c in info["columns"]]
-    rows = meta.get("sample_names")
-    if isinstance(rows, list) and rows and all(isinstance(r, str) for r in rows):
-        info["row_names"] = rows
+    if "C" in node:
+        from ...engine.zarr_io import valid_column_names
+
+        rows = valid_column_names(meta.get("sample_names"), int(node["C"].shape[0]))
+        if rows is not None:
+            info["row_names"] = rows
     with contextlib.suppress(Exception):  # the columns whose W draws were kept
         info["traced"] = [int(c) for c in node["draws"]["w_columns"][...]]
     if meta.get("status") != "complete" and "checkpoint" in node:
