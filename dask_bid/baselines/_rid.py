@@ -485,8 +485,9 @@ class RandomizedID:
         return wrap_output(self, A, X.da[:, self.columns_])
 
     def set_output(self, *, transform=None):
-        """What ``transform`` and ``fit_transform`` return: ``"default"``, ``"pandas"``
-        or ``"polars"`` (see :meth:`dask_bid.BayesianID.set_output`). Returns self."""
+        """What ``transform`` and ``fit_transform`` return: ``"default"`` or ``"pandas"``
+        (see :meth:`dask_bid.BayesianID.set_output`; ``"polars"`` is refused). Returns
+        self."""
         return set_output(self, transform)
 
     def fit_transform(self, A, y=None):

@@ -414,9 +414,10 @@ class BayesianID:
     def set_output(self, *, transform=None):
         """What ``transform`` and ``fit_transform`` return: ``"default"`` (numpy, or a
         lazy dask array for out-of-core input), ``"pandas"`` (a DataFrame with the
-        input's index and the selected columns' names), ``"polars"``; None leaves it
-        as it is. scikit-learn's ``set_output`` API (``Pipeline.set_output`` uses it);
-        without it, scikit-learn's global ``transform_output`` applies. Returns self."""
+        input's index and the selected columns' names; computed for out-of-core input);
+        None leaves it as it is, and ``"polars"`` is refused. scikit-learn's
+        ``set_output`` API (``Pipeline.set_output`` uses it); without it, scikit-learn's
+        global ``transform_output`` applies. Returns self."""
         return set_output(self, transform)
 
     def inverse_transform(self, C):
