@@ -156,6 +156,7 @@ def test_recovery_with_half_missing():
     A[missing] = np.nan
     est = BayesianID(K_, missing="mask", random_state=1, n_iter=200, burn_in=50).fit(A)
     np.testing.assert_array_equal(est.columns_, J)
+    np.testing.assert_array_equal(est.result_.C, A[:, J])  # the input's, not the zero-filled
     assert np.all(est.inclusion_probability_[J] > 0.9)
     draws = est.result_.draws_sigma2.ravel()
     lo, hi = np.quantile(draws, [0.025, 0.975])

@@ -61,8 +61,10 @@ class BIDResult:
     params : dict
         Every parameter of the fit, the seed entropy and the package versions.
     C : ndarray, dask array or None
-        The selected columns A[:, columns] (Dask engine: lazy for Zarr and dask input, read
-        from the output group when ``out`` was given; None in memory).
+        The selected columns A[:, columns], NaN kept where unobserved (Dask engine: lazy
+        for Zarr and dask input, read from the output group when ``out`` was given; a
+        numpy copy for a fit in memory; None for a result read back by ``open_result``
+        from a store without ``C``).
     n_recoveries : int
         Dask engine: times the chains were restored from a checkpoint after losing a
         worker.
@@ -135,8 +137,8 @@ class BIDResult:
         if self.C is None:
             from .._errors import ParameterError
 
-            raise ParameterError("this result holds no C (a fit in memory keeps the "
-                                 "columns' indices only): take A[:, result.columns].")
+            raise ParameterError("this result holds no C (its store has none): take "
+                                 "A[:, result.columns].")
         C = self.C.compute() if hasattr(self.C, "compute") else self.C
         cols = [int(j) for j in self.columns]
         names = ([self.feature_names[j] for j in cols] if self.feature_names is not None

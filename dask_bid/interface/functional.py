@@ -204,7 +204,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
             bad = np.flatnonzero(~mask.any(axis=0))[:5].tolist()
             raise InputShapeError(f"columns {bad} have no observed entry; drop them first.")
         return _named(fit_scaled_in_memory(np.where(mask, X, 0.0), p, lambda X, p: _fit_memory(
-            X, p, mask=mask, callback=engine_kw.get("callback"))), names, rows)
+            X, p, mask=mask, callback=engine_kw.get("callback"))), names, rows, X)
     # numpy input is checked at once, before an engine run creates any output;
     # dask and Zarr input are checked in the engine's first streaming pass
     if src.kind == "numpy" and not np.isfinite(src.array).all():
@@ -220,7 +220,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     X = np.ascontiguousarray(src.array, dtype=np.float64)  # C order: as above
     # values near 1e200 or 1e-200 are fitted as X / 2^e (engine/scaling.py)
     return _named(fit_scaled_in_memory(X, p, lambda X, p: _fit_memory(
-        X, p, callback=engine_kw.get("callback"))), names, rows)
+        X, p, callback=engine_kw.get("callback"))), names, rows, X)
 
 
 def _given_names(given, frame_names, n, what="feature_names", axis="columns",
@@ -251,9 +251,12 @@ def _given_names(given, frame_names, n, what="feature_names", axis="columns",
     return np.asarray(names, dtype=object)
 
 
-def _named(res, names, rows=None):
+def _named(res, names, rows, X):
+    """The names of an in-memory fit, and its C = X[:, columns] (M x K, a copy; NaN
+    kept where unobserved, as the engine's C), so that it reads like an engine fit."""
     res.feature_names = None if names is None else [str(n) for n in names]
     res.sample_names = None if rows is None else [str(n) for n in rows]
+    res.C = X[:, res.columns]
     return res
 
 
