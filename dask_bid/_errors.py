@@ -25,6 +25,7 @@ __all__ = [
     "OutputLockedError",
     "FitFailedError",
     "StoreAccessError",
+    "UnguardedScriptError",
     "ConvergenceWarning",
 ]
 
@@ -103,6 +104,11 @@ class VersionMismatchError(DaskBidError, RuntimeError):
 
 class StoreAccessError(DaskBidError, PermissionError):
     """An object store (or file system) refused access: bad credentials or no permission."""
+
+
+class UnguardedScriptError(DaskBidError, RuntimeError):
+    """A script would start a local cluster from its top level, outside
+    ``if __name__ == "__main__":``: each worker process would run the script again."""
 
 
 class ConvergenceWarning(UserWarning):

@@ -159,3 +159,59 @@ def test_deploy_doc_and_error_row():
         assert needle in text, needle
     rows = [r for r in (DOCS / "errors.md").read_text().splitlines() if r.startswith("|")]
     assert any("`VersionMismatchError`" in r and "on this client" in r for r in rows)
+
+
+_WHERE = """\
+from dask_bid.engine.cluster import unguarded_script_call
+
+
+def where():
+    return unguarded_script_call()
+
+
+top = where()
+if "__main__" == __name__:
+    print(top[1], where(), (lambda: where())())
+"""
+
+
+def _python(args, cwd):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_unguarded_script_call_finds_the_top_level_statement(tmp_path):
+    """Only a statement of the ``__main__`` script outside ``if __name__ ==
+    "__main__":`` is named (line 8 here), from wherever it calls; ``python -c`` has no
+    script for a worker to import again."""
+    (tmp_path / "where.py").write_text(_WHERE)
+    done = _python(["where.py"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["8", "None", "None"]
+    done = _python(["-c", "from dask_bid.engine.cluster import unguarded_script_call as u;"
+                    "print(u())"], tmp_path)
+    assert done.stdout.split() == ["None"], done.stderr
+
+
+def test_an_unguarded_script_is_refused_before_a_cluster_or_output(tmp_path):
+    """A script that fits a Zarr input at its top level (a LocalCluster, whose spawned
+    workers would run the script again) gets one line naming the line and the fix, not
+    distributed's "Nanny failed to start" pages; nothing is created."""
+    import zarr
+
+    zarr.create_array(tmp_path / "A.zarr", shape=(30, 8), chunks=(10, 8), dtype="f8")[:] = (
+        np.random.default_rng(0).standard_normal((30, 8)))
+    (tmp_path / "fit.py").write_text(
+        "import dask_bid\n\n"
+        "res = dask_bid.bayesian_id('A.zarr', 2, n_iter=30, burn_in=10, out='out.zarr')\n")
+    done = _python(["fit.py"], tmp_path)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("dask_bid._errors.UnguardedScriptError: ")
+    assert "fit.py, line 3, starts a local Dask cluster" in last
+    assert 'if __name__ == "__main__":' in last and 'client="synchronous"' in last
+    assert "Nanny" not in done.stderr
+    assert not (tmp_path / "out.zarr").exists()

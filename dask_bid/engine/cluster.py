@@ -35,7 +35,12 @@ import weakref
 
 import dask
 
-from .._errors import ParameterError, SchedulerUnreachableError, VersionMismatchError
+from .._errors import (
+    ParameterError,
+    SchedulerUnreachableError,
+    UnguardedScriptError,
+    VersionMismatchError,
+)
 
 __all__ = ["cluster_executor", "SyncExecutor", "DistributedExecutor", "RECOVERABLE_ERRORS",
            "SCHEDULER_TIMEOUT", "scheduler_timeout", "CHECKED_PACKAGES", "check_worker_versions",
@@ -279,6 +284,8 @@ def check_cluster_versions(client):
         try:
             client = Client.current(allow_global=True)
         except ValueError:
+            if str(dask.config.get("scheduler", "")).lower() not in _SYNC_NAMES:
+                check_script_guard()  # a LocalCluster will start
             return
     if isinstance(client, str):
         if client.lower() in _SYNC_NAMES:
@@ -291,6 +298,68 @@ def check_cluster_versions(client):
         return
     if hasattr(client, "run") and hasattr(client, "scheduler_info"):
         check_worker_versions(client)
+
+
+def check_script_guard():
+    """Refuse to start a ``LocalCluster`` from the top level of a script, outside
+    ``if __name__ == "__main__":``.
+
+    Its worker processes are spawned, and a spawned process imports the main script again
+    (as ``__mp_main__``): an unguarded call would start a cluster in every worker, which
+    fails deep inside ``distributed`` ("Nanny failed to start", after a page of
+    tracebacks). A notebook, the REPL and ``python -c`` have no script to import again,
+    and a call under the guard, or from a function called under it, is not at issue.
+    """
+    where = unguarded_script_call()
+    if where is not None:
+        path, line = where
+        raise UnguardedScriptError(
+            f"{path}, line {line}, starts a local Dask cluster at the top level of the "
+            "script, and each worker process would run the script again: put the script's "
+            "work under `if __name__ == \"__main__\":`, or pass client=\"synchronous\" "
+            "(this process) or a running cluster's Client.")
+
+
+def unguarded_script_call():
+    """``(path, line)`` of the top-level statement of the ``__main__`` script that is
+    running now, if that statement is not an ``if __name__ == "__main__":`` block; None
+    when there is no such script (notebook, REPL, ``-c``) or its source cannot be read."""
+    import ast
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    # a spawned process re-imports only a main module that is a Python file
+    if not isinstance(path, str) or not path.endswith(".py"):
+        return None
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is vars(main)
+                                     and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    line = frame.f_lineno
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if node.lineno <= line <= (node.end_lineno or node.lineno):
+            return None if _is_main_guard(node) else (path, line)
+    return None
+
+
+def _is_main_guard(node) -> bool:
+    """``if __name__ == "__main__":`` (either side of the ``==``)."""
+    import ast
+
+    if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+            and len(node.test.ops) == 1 and isinstance(node.test.ops[0], ast.Eq)):
+        return False
+    sides = [node.test.left, node.test.comparators[0]]
+    return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
+            and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
 
 
 #: dask's own single-machine schedulers, which a user may take for ours
@@ -392,6 +461,7 @@ def cluster_executor(client=None, *, timeout=None, n_workers=2,
         return
     from distributed import LocalCluster
 
+    check_script_guard()
     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                            processes=True, dashboard_address=":0",
                            silence_logs=logging.ERROR)
