@@ -114,3 +114,39 @@ def test_a_copy_swap_inherits_the_score_without_a_new_fit(monkeypatch):
         twin = tuple(sorted(int(j) % 10 for j in k))
         if twin in st.scored:
             assert st.scored[k] == st.scored[twin]
+
+
+def test_a_reported_basis_seen_in_burn_in_only_is_said_so(tmp_path, capsys):
+    """When no retained draw has the reported basis (the best SSE was visited in burn-in
+    only), the fit's summary and ``info`` say so and name the draws' most frequent
+    basis, the one ``point_estimate="mode"`` reports (a real chain where this happens)."""
+    import warnings
+
+    from dask_bid import bayesian_id
+    from dask_bid.interface.cli import main
+    from dask_bid.interface.cli.report import result_lines
+
+    rng = np.random.default_rng(25)
+    A = rng.standard_normal((30, 3)) @ rng.standard_normal((3, 12)) + 1.5 * (
+        rng.standard_normal((30, 12)))
+    # the draws visit 3 bases; block_size: the same chain in memory and on the engine
+    kw = dict(n_iter=120, burn_in=60, random_state=25, block_size=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a short chain: the convergence warning
+        res = bayesian_id(A, 3, **kw, client="synchronous", out=tmp_path / "r.zarr")
+        mode = bayesian_id(A, 3, **kw, point_estimate="mode").columns
+    assert res.n_draws_point == 0 and not np.array_equal(res.columns, mode)
+    bases, counts = np.unique(res.draws_columns.reshape(-1, 3), axis=0, return_counts=True)
+    assert len(bases) == 3
+    want = (f"no retained draw has it; the draws' most frequent basis is "
+            f"[{', '.join(map(str, mode))}], {counts.max() / counts.sum():.0%} of them: "
+            "--point-estimate mode")
+    lines = result_lines(res)
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("columns "))
+    assert want in lines[at + 1]
+    assert main(["info", str(tmp_path / "r.zarr")]) == 0
+    assert want in capsys.readouterr().out
+    # a basis the retained draws have: no such line
+    best = bayesian_id(_problem(noise=0.05), 3, **kw)
+    assert best.n_draws_point > 0
+    assert not any("no retained draw" in ln for ln in result_lines(best))

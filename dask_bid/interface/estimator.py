@@ -178,7 +178,11 @@ class BayesianID:
         Iterations between draws of the candidate pool ("auto": ``ceil(n_iter / 3)``,
         three draws per chain, the first with the pass that computes H).
     block_size : int or None
-        Columns per block of W (None: split in ``n_threads`` blocks).
+        Columns per block of W. None: in memory, ``n_threads`` equal blocks; on the Dask
+        engine, blocks that follow the input's column chunks (docs/engine.md, "Layout").
+        Each block draws from its own random stream, so the layout is part of what a
+        seed reproduces: give ``block_size`` for the same chain in memory and on a
+        cluster, or with another ``n_threads``.
     n_threads : int, default=2
         Threads sweeping blocks in memory.
     missing : {"zero", "mask"}, default="zero"
@@ -206,9 +210,13 @@ class BayesianID:
         ||A - C W||^2 (the posterior mode under a flat prior on the box; the lowest
         error any W with the bounds can reach with this basis).
     random_state : None, int, SeedSequence or Generator
-        The same seed gives the same chains bit for bit, whatever runs them (threads, a
-        cluster, a resumed run). With None, the entropy used is stored in
-        ``result_.params["entropy"]`` (and in ``out``), so any fit can be reproduced.
+        The same seed and block layout (``block_size``) give the same chains bit for bit,
+        whatever runs them (any number of threads, the synchronous scheduler, any
+        cluster, a resumed run). The default layouts of a fit in memory and of one on the
+        Dask engine differ (see ``block_size``): with the same seed they give different
+        chains, alike in distribution, unless ``block_size`` is given. With None, the
+        entropy used is stored in ``result_.params["entropy"]`` (and in ``out``), so any
+        fit can be reproduced.
 
     Attributes
     ----------

@@ -221,6 +221,12 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
             info["row_names"] = rows
     with contextlib.suppress(Exception):  # the columns whose W draws were kept
         info["traced"] = [int(c) for c in node["draws"]["w_columns"][...]]
+    if (meta.get("summary") or {}).get("n_draws_point") == 0:
+        from .report import unvisited_basis_line
+
+        with contextlib.suppress(Exception):  # a result without its draws says nothing
+            info["unvisited"] = unvisited_basis_line(node["draws"]["columns"][...], 0,
+                                                     label="             ")
     if meta.get("status") != "complete" and "checkpoint" in node:
         info["checkpoints"] = sorted(node["checkpoint"].group_keys()) + sorted(
             node["checkpoint"].array_keys())
@@ -354,6 +360,8 @@ def info_lines(info) -> list[str]:
             lines.append(f"  max|W|     {fmt_g(s.get('max_abs_w'))}")
             lines.append(f"  draws      {s.get('n_draws_point')} retained draws with the "
                          "reported basis")
+            if info.get("unvisited"):
+                lines.append(info["unvisited"])
             if s.get("convergence"):  # results written before it have none
                 from ...engine.convergence import Convergence
                 from .report import convergence_line

@@ -6,7 +6,8 @@ import numpy as np
 
 from ._core import fmt_g, sampler_label, short_list
 
-__all__ = ["result_lines", "accepted_line", "chain_time_line", "convergence_line"]
+__all__ = ["result_lines", "accepted_line", "chain_time_line", "convergence_line",
+           "unvisited_basis_line"]
 
 
 def accepted_line(share) -> str:
@@ -42,6 +43,23 @@ def convergence_line(conv, sampler, label="convergence  ") -> str:
     return (f"{label}{r}bulk ESS {c.ess_bulk_sigma2:.0f}, {c.ess_bulk_sse:.0f} "
             f"(wanted: R-hat <= {RHAT_MAX}, ESS >= {ESS_PER_CHAIN_MIN * max(c.n_chains, 1)}): "
             f"{verdict}")
+
+
+def unvisited_basis_line(draws_columns, n_draws_point, label="             ") -> str | None:
+    """When no retained draw has the reported basis (the lowest least-squares SSE the
+    chains visited, in burn-in only), say so and name the retained draws' most frequent
+    basis, which ``--point-estimate mode`` reports; None otherwise."""
+    if n_draws_point or draws_columns is None:
+        return None
+    d = np.asarray(draws_columns)
+    if d.size == 0:
+        return None
+    bases, counts = np.unique(d.reshape(-1, d.shape[-1]), axis=0, return_counts=True)
+    top = int(np.argmax(counts))
+    return (f"{label}(the lowest SSE the chains visited, in burn-in only: no retained draw "
+            f"has it; the draws' most frequent basis is {short_list(bases[top])}, "
+            f"{counts[top] / counts.sum():.0%} of them: --point-estimate mode reports that "
+            "one)")
 
 
 def continued_words(continued_from, chains=None, sep="; ") -> str:
@@ -98,6 +116,10 @@ def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
         chain_time_line(res.elapsed, n_chains,
                         getattr(res, "continued_from", None) is not None),
     ]
+    note = unvisited_basis_line(res.draws_columns, res.n_draws_point)
+    if note is not None:
+        at = next(i for i, ln in enumerate(lines) if ln.startswith("columns ")) + 1
+        lines.insert(at, note)
     if names is None:
         names = getattr(res, "feature_names", None)
     if names is not None and len(names) == res.n_features:
