@@ -1,5 +1,7 @@
 """BayesianID / bayesian_id: scikit-learn conventions, fitted attributes, seeds."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -388,3 +390,26 @@ def test_the_engine_reads_a_fortran_array_as_the_c_array():
     for f in ref.trace_.dtype.names:
         np.testing.assert_array_equal(est.trace_[f], ref.trace_[f])
     np.testing.assert_array_equal(est.components_, ref.components_)
+
+
+@pytest.mark.parametrize("where", ["memory", "engine"])
+def test_progress_shows_a_bar_over_every_chains_iterations(where, capsys):
+    """``progress=True`` draws one bar to the total of every chain's iterations, and the
+    user's callback is still called after each iteration; anything but a bool is
+    refused."""
+    A = np.random.default_rng(0).standard_normal((30, 8))
+    seen = []
+    engine = {"client": "synchronous"} if where == "engine" else {}
+    est = BayesianID(2, n_iter=40, burn_in=10, n_chains=2, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short chains: the convergence warning
+        est.fit(A, progress=True, callback=lambda s: seen.append(s.iteration), **engine)
+    err = capsys.readouterr().err
+    assert "sampling" in err and "80/80" in err, err
+    assert sorted(seen) == sorted(list(range(1, 41)) * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(A, **engine)
+    assert "sampling" not in capsys.readouterr().err  # off by default
+    with pytest.raises(ParameterError, match="progress must be True or False, got 'yes'"):
+        est.fit(A, progress="yes")

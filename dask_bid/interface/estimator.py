@@ -372,7 +372,9 @@ class BayesianID:
             Engine options: ``client``, ``out``, ``overwrite``, ``resume``,
             ``checkpoint_every``, ``chunks``, ``storage_options``, ``callback``,
             ``allow_missing_chunks``, and with ``missing="mask"`` ``mask`` (True:
-            observed) (see :func:`dask_bid.engine.fit_dask`); ``feature_names``, the N
+            observed) (see :func:`dask_bid.engine.fit_dask`); ``progress=True``, a
+            progress bar over the chains' iterations (a notebook widget or text on
+            stderr); ``feature_names``, the N
             column names of a Zarr or numpy input (set as ``feature_names_in_``; see
             :func:`dask_bid.bayesian_id`).
 

@@ -123,6 +123,9 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         The parameters of :class:`dask_bid.BayesianID`, and the engine's ``client``,
         ``out``, ``overwrite``, ``resume``, ``checkpoint_every``, ``chunks``,
         ``storage_options`` and ``callback`` (see :func:`dask_bid.engine.fit_dask`).
+        ``progress=True`` shows a progress bar over every chain's iterations (tqdm: a
+        widget in a notebook with ipywidgets, else text on stderr), with the MSE and
+        sigma^2 of the latest iteration; ``callback`` is still called.
         ``feature_names``: the names of A's N columns (strings), kept in the result
         (``BIDResult.feature_names``, ``out``) and shown for the selected columns by the
         command line; by default a DataFrame's column names, or those recorded on a Zarr
@@ -137,13 +140,18 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
 
     Notes
     -----
-    The point estimate: ``point_estimate="mode"`` reports the basis J visited by the
-    most retained draws (ties broken by the lower SSE), ``"best"`` the basis of the
-    retained draw with the lowest SSE. W is the posterior mean of the retained draws
-    that had that basis, with W[:, J] set to the identity; it lies within ``bounds``
-    because every draw does.
+    The point estimate (see :class:`dask_bid.BayesianID`, Notes): ``point_estimate=
+    "best"`` (default) reports the visited basis J (burn-in included) with the lowest
+    box-constrained least-squares SSE, ``"mode"`` the basis of the most retained draws
+    (ties broken by the lower SSE). W is the box-constrained least-squares fit for J
+    (``w_estimate="lstsq"``, default), the posterior mode (``"map"``) or the posterior
+    mean of the draws with J (``"mean"``), with W[:, J] set to the identity; it lies
+    within ``bounds``.
     """
     engine_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in ENGINE_DEFAULTS}
+    progress = kwargs.pop("progress", False)
+    if not isinstance(progress, (bool, np.bool_)):
+        raise ParameterError(f"progress must be True or False, got {progress!r}.")
     given_names = kwargs.pop("feature_names", None)
     given_rows = kwargs.pop("sample_names", None)
     unknown = set(kwargs) - set(DEFAULTS)
@@ -172,6 +180,29 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         rows = _given_names(given_rows, rows, src.shape[0], what="sample_names",
                             axis="rows", frame="index")
     p = validate_params(p, n_cols=src.shape[1])
+    if not progress:
+        return _fit(src, p, names, rows, engine_kw)
+    from ._progress import ChainProgress
+
+    user = engine_kw.get("callback")
+    if user is not None and not callable(user):
+        raise ParameterError("callback must be callable (it receives the chain state).")
+    with ChainProgress(p["n_chains"] * p["n_iter"]) as bar:
+        engine_kw["callback"] = bar if user is None else _both(bar, user)
+        return _fit(src, p, names, rows, engine_kw)
+
+
+def _both(first, then):
+    """A callback calling two: the progress bar, then the user's."""
+    def callback(state):
+        first(state)
+        then(state)
+    return callback
+
+
+def _fit(src, p, names, rows, engine_kw) -> BIDResult:
+    """The fit of a checked input with validated parameters: in memory or on the Dask
+    engine (see :func:`bayesian_id`)."""
     masked = p["missing"] == "mask"
     mask = engine_kw.pop("mask", None)
     if src.kind == "sparse":
