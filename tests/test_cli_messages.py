@@ -220,7 +220,8 @@ OTHER_ROWS = ("NaN in a Zarr input", "error-k over fits of different inputs",
               "a figure dask-bid did not write where `plot`, `fit --plot` or `demo` would "
               "write one",
               # test_cli_sparse.py
-              "a triplet file or a sparse store without --missing mask",
+              "a triplet file or a sparse store with --missing zero (without --missing, mask "
+              "is chosen and said)",
               "--sep, --columns, --shape or --index-base without --format triplets")
 
 

@@ -71,14 +71,18 @@ def test_a_sparse_store_is_fitted_as_it_is(tmp_path, capsys):
     convert_sparse(sp.coo_matrix((A[r, c], (r, c)), shape=A.shape), tmp_path / "s.zarr",
                    quiet=True)
     out = tmp_path / "fit.zarr"
-    assert main(["fit", str(tmp_path / "s.zarr"), "--k", str(K), "--out", str(out), *FAST,
-                 "--missing", "mask"]) == 0, capsys.readouterr().err
+    # without --missing: its absent entries are unobserved, the one reading of them
+    assert main(["fit", str(tmp_path / "s.zarr"), "--k", str(K), "--out", str(out),
+                 *FAST]) == 0
+    err = capsys.readouterr().err
+    assert ("missing      the absent entries of a sparse store are unobserved: --missing "
+            "mask") in err, err
     assert read_result(str(out)).params["missing"] == "mask"
 
 
 @pytest.mark.parametrize("extra,fragments", [
-    (["--format", "triplets"], ["is a triplet file: its absent entries are unobserved, not "
-                                "zero; pass --missing mask"]),
+    (["--format", "triplets", "--missing", "zero"],
+     ["is a triplet file: its absent entries are unobserved, not zero; drop --missing zero"]),
     (["--missing", "mask", "--shape", "3,3"], ["--shape describe a triplet file: pass "
                                                "--format triplets too"]),
     (["--missing", "mask", "--format", "triplets", "--shape", "3,3"],

@@ -50,7 +50,7 @@ from .reading import (
     text_options,
 )
 from .report import result_lines
-from .sparse import add_sparse_options, sparse_input
+from .sparse import add_sparse_options, sparse_input, sparse_kind
 
 #: CLI option -> sampler parameter, for the options left to the library's default when
 #: not given
@@ -227,6 +227,12 @@ def run(args):
     check_png_replaceable(plot_paths(kinds, plot_stem(out)))  # before any work
     params = params_from_args(args)
     src = args.input
+    if args.missing is None and sparse_kind(args) is not None:
+        # the absent entries of a triplet file or sparse store are unobserved: the one
+        # reading of them (--missing zero is refused, cli/sparse.py)
+        params["missing"] = "mask"
+        say(f"missing      the absent entries of {sparse_kind(args)} are unobserved: "
+            "--missing mask", quiet=args.quiet)
     masked = params.get("missing") == "mask"
     if args.format == "triplets":  # parameters first: the conversion reads the file twice
         _validate_params_only(args.k, params, resume_at=out if args.resume else None)
@@ -465,8 +471,9 @@ def add_parser(sub):
     fit.add_argument("--missing", choices=MISSING_CHOICES, default=None,
                      help="mask: NaN marks a missing entry, left out of the likelihood (the "
                      "fit uses the observed entries only; a .npy or text INPUT keeps its NaN "
-                     "when converted); zero (default): every entry counts, and a NaN is "
-                     "refused unless --fill-missing zero fills it")
+                     "when converted; the default for a triplet file or sparse store, whose "
+                     "absent entries are unobserved); zero (default otherwise): every entry "
+                     "counts, and a NaN is refused unless --fill-missing zero fills it")
     fit.add_argument("--fill-missing", choices=FILL_CHOICES, default=None,
                      help="zero: replace every NaN (missing value) of a .npy or text INPUT "
                      "by 0 when converting it, the paper's fill (recorded in the converted "

@@ -12,8 +12,8 @@ import os
 
 from ._core import CLIError, human_bytes, is_url, say
 
-__all__ = ["add_sparse_options", "sparse_input", "describe_sparse", "sparse_info_lines",
-           "add_parser", "run_convert"]
+__all__ = ["add_sparse_options", "sparse_input", "sparse_kind", "describe_sparse",
+           "sparse_info_lines", "add_parser", "run_convert"]
 
 
 def _columns(text):
@@ -50,7 +50,7 @@ def add_sparse_options(parser):
     parser.add_argument("--format", choices=("dense", "triplets"), default=None,
                         help="triplets: INPUT holds one observed entry per line, "
                         "ROW COL VALUE (csv, tsv, whitespace text, or parquet with the "
-                        "[parquet] extra); absent entries are unobserved (needs --missing "
+                        "[parquet] extra); absent entries are unobserved (fitted with --missing "
                         "mask). Default: dense for files; a sparse store is recognised")
     parser.add_argument("--sep", type=_sep, default=None, metavar="SEP",
                         help="triplets: field separator (default by suffix: ',' for .csv, "
@@ -84,25 +84,33 @@ def check_sparse_options(args):
                        "too.")
 
 
+def sparse_kind(args) -> str | None:
+    """"a triplet file" (``--format triplets``), "a sparse store", or None (dense)."""
+    from ...engine.sparse_store import is_sparse_store
+
+    if args.format == "triplets":
+        return "a triplet file"
+    return "a sparse store" if is_sparse_store(args.input) else None
+
+
 def sparse_input(args, out, masked, quiet):
     """For ``fit``: the path of the sparse store to fit, or None for dense input.
 
     A triplet file is converted (once) to ``<folder of OUT>/<file name>.zarr``; a sparse
-    store is fitted as it is. Both need ``--missing mask``.
+    store is fitted as it is. Both are fitted with ``--missing mask``, chosen when
+    ``--missing`` is not given.
     """
-    from ...engine.sparse_store import is_sparse_store
     from .convert import conversion_lock, converted_path
 
     check_sparse_options(args)
     src = args.input
-    triplets = args.format == "triplets"
-    store = not triplets and is_sparse_store(src)
-    if not (triplets or store):
+    what = sparse_kind(args)
+    if what is None:
         return None
-    what = "a triplet file" if triplets else "a sparse store"
-    if not masked:
-        raise CLIError(f"{src!r} is {what}: its absent entries are unobserved, not zero; pass "
-                       "--missing mask.")
+    store = what == "a sparse store"
+    if not masked:  # --missing zero given (without --missing, mask is chosen: fit.run)
+        raise CLIError(f"{src!r} is {what}: its absent entries are unobserved, not zero; drop "
+                       "--missing zero (--missing mask is what it means).")
     if getattr(args, "fill_missing", None):
         raise CLIError(f"--fill-missing does not apply to {what}: pass --missing mask only.")
     if store:
