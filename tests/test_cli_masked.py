@@ -76,7 +76,12 @@ def test_text_and_npy_keep_their_nan_and_fit_masked(tmp_path, capsys, fmt):
         assert "--missing mask" in text
     assert main(["info", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "missing=mask" in text and "(observed: " in text
+    from dask_bid.interface.cli._core import fmt_g
+
+    assert "missing=mask" in text
+    # the observed entries' MSE first (what the model fits), then the paper's
+    assert (f"MSE        {fmt_g(res.mse_observed)} over the observed entries "
+            f"({fmt_g(res.mse)} over all, the unobserved as 0)") in text, text
     # the same command again reuses the conversion
     assert main(["fit", str(src), "--k", str(K), "--out", str(out), *FAST, "--missing", "mask",
                  "--overwrite"]) == 0

@@ -353,9 +353,9 @@ def info_lines(info) -> list[str]:
             lines.append(f"  traced     {short_list(info['traced'])} (their W draws are kept: "
                          "open_result(PATH).result_.w_intervals(0.9))")
         if s:
-            lines.append(f"  MSE        {fmt_g(s.get('mse'))}"
-                         + (f"  (observed: {fmt_g(s.get('mse_observed'))})"
-                            if s.get("mse_observed") is not None else ""))
+            from .report import mse_words
+
+            lines.append(f"  MSE        {mse_words(s.get('mse'), s.get('mse_observed'))}")
             lines.append(f"  sigma2     {fmt_g(s.get('sigma2'))}")
             lines.append(f"  max|W|     {fmt_g(s.get('max_abs_w'))}")
             lines.append(f"  draws      {s.get('n_draws_point')} retained draws with the "

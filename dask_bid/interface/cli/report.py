@@ -7,7 +7,7 @@ import numpy as np
 from ._core import fmt_g, sampler_label, short_list
 
 __all__ = ["result_lines", "accepted_line", "chain_time_line", "convergence_line",
-           "unvisited_basis_line"]
+           "unvisited_basis_line", "mse_words"]
 
 
 def accepted_line(share) -> str:
@@ -62,6 +62,16 @@ def unvisited_basis_line(draws_columns, n_draws_point, label="             ") ->
             "one)")
 
 
+def mse_words(mse, mse_observed) -> str:
+    """The MSE of a fit; with missing entries, the one over the observed entries first
+    (what the model fits), then the one over all entries with the unobserved as 0 (the
+    paper's measure, ``BIDResult.mse``)."""
+    if mse_observed is None:
+        return fmt_g(mse)
+    return (f"{fmt_g(mse_observed)} over the observed entries ({fmt_g(mse)} over all, the "
+            "unobserved as 0)")
+
+
 def continued_words(continued_from, chains=None, sep="; ") -> str:
     """``sep`` + ``continued from a finished fit of C chains x N iterations`` for chains
     run past a finished fit (or added to it); empty for chains run in one go."""
@@ -105,9 +115,7 @@ def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
         *([f"seed         {p['entropy']} (--seed repeats this fit with it)"]
           if seed and p.get("entropy") is not None else []),
         f"columns      {short_list(res.columns)}",
-        f"MSE          {fmt_g(res.mse)}"
-        + (f"  (observed entries: {fmt_g(res.mse_observed)})" if res.mse_observed is not None
-           else ""),
+        f"MSE          {mse_words(res.mse, res.mse_observed)}",
         f"sigma2       {fmt_g(res.sigma2)}",
         f"max|W|       {fmt_g(res.max_abs_w)}"
         + (f"  (off the basis: {fmt_g(off)})" if off is not None else ""),
