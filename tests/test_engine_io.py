@@ -292,3 +292,31 @@ def test_file_urls_for_input_and_output(store, tmp_path):
     np.testing.assert_array_equal(np.asarray(back.C), A[:, res.columns])
     with pytest.raises(OutputLocationError):
         bayesian_id(url_in, K, client="synchronous", out=url_in, **KW)
+
+
+def test_a_sharded_store_gives_the_chain_of_the_unsharded_one(store, tmp_path, capsys):
+    """A Zarr v3 array with sharding (its chunks stored inside shard files) is read as
+    its chunks, read-only: the same chain as the unsharded store of the same chunks, bit
+    for bit, as a Zarr v2 array's; ``info`` shows the shards."""
+    from dask_bid.interface.cli import main
+
+    A, path = store
+    sharded = tmp_path / "sharded.zarr"
+    zarr.create_array(sharded, shape=A.shape, chunks=(48, 60), shards=(96, 120),
+                      dtype="f8")[:] = A
+    before = _tree_hash(sharded)
+    ref = bayesian_id(path, K, client="synchronous", **KW)
+    got = bayesian_id(str(sharded), K, client="synchronous", **KW)
+    for f in ("mse", "sigma2", "accepted"):
+        np.testing.assert_array_equal(ref.trace[f], got.trace[f])
+    np.testing.assert_array_equal(ref.components, got.components)
+    np.testing.assert_array_equal(np.asarray(got.C), A[:, got.columns])
+    assert _tree_hash(sharded) == before
+    v2 = tmp_path / "v2.zarr"
+    zarr.create_array(v2, shape=A.shape, chunks=(48, 60), dtype="f8", zarr_format=2)[:] = A
+    np.testing.assert_array_equal(
+        bayesian_id(str(v2), K, client="synchronous", **KW).trace["mse"], ref.trace["mse"])
+    assert main(["info", str(sharded)]) == 0
+    text = capsys.readouterr().out
+    assert "chunks     48 x 60 (10 chunks)" in text
+    assert "shards     96 x 120 (3 shard files, the chunks stored inside them)" in text

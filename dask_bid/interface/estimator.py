@@ -184,7 +184,9 @@ class BayesianID:
         seed reproduces: give ``block_size`` for the same chain in memory and on a
         cluster, or with another ``n_threads``.
     n_threads : int, default=2
-        Threads sweeping blocks in memory.
+        Threads sweeping blocks in memory; with ``block_size=None`` also the number of
+        blocks, so another ``n_threads`` gives another chain (see ``block_size``). Not
+        used on the Dask engine (its workers' threads run the blocks).
     missing : {"zero", "mask"}, default="zero"
         "zero": A must be finite; NaN or infinity is refused (the paper fills missing
         entries with 0 after standardising). "mask": a NaN is a missing entry, left out of

@@ -153,6 +153,9 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
             info["stored_size"] = int(node.nbytes_stored())
         with contextlib.suppress(Exception):
             info["compressors"] = [type(c).__name__ for c in node.compressors]
+        with contextlib.suppress(Exception):  # Zarr v3 sharding: chunks stored per shard
+            if node.shards is not None:
+                info["shards"] = [int(x) for x in node.shards]
         conv = node.attrs.get("dask_bid_converted_from")
         if len(node.shape) == 2:  # names a conversion kept from a text header
             from ...engine.zarr_io import stored_column_names
@@ -257,6 +260,11 @@ def info_lines(info) -> list[str]:
         if "chunks" in info:
             lines.append(f"  chunks     {' x '.join(map(str, info['chunks']))} "
                          f"({info['n_chunks']} chunks)")
+        if info.get("shards"):
+            n_shards = int(np.prod([-(-n // s) for n, s in zip(info["shape"], info["shards"],
+                                                                strict=True)]))
+            lines.append(f"  shards     {' x '.join(map(str, info['shards']))} ({n_shards} "
+                         "shard files, the chunks stored inside them)")
         size = f"  size       {human_bytes(info['size'])}"
         if "stored_size" in info:
             size += f" ({human_bytes(info['stored_size'])} stored)"
