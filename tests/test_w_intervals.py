@@ -148,3 +148,36 @@ def test_trace_columns_by_name(planted):
         _fit(df, 2, trace_columns=["c55"])
     with pytest.raises(ParameterError, match="A's columns have no names"):
         _fit(A, 2, trace_columns=["c5"])
+
+
+def test_sigma2_interval_is_the_posterior_quantiles_and_holds_the_planted_noise(planted,
+                                                                              capsys, tmp_path):
+    """``sigma2_interval(prob)``: the equal-tailed quantiles of every retained sigma^2
+    draw; on the planted model it holds the noise variance the posterior targets (the
+    2 x 200 basis entries are fitted exactly and carry no residual: sigma^2 (n - M K) /
+    n). The fit's summary shows the 90 % interval for an exact sampler only."""
+    from dask_bid.interface.cli._core import fmt_g
+    from dask_bid.interface.cli.report import result_lines
+
+    A, _ = planted
+    res = _fit(A, 2, n_iter=400, burn_in=100)
+    d = res.draws_sigma2.ravel()
+    np.testing.assert_array_equal(res.sigma2_interval(0.5), np.quantile(d, [0.25, 0.75]))
+    lo, hi = res.sigma2_interval(0.999)
+    n = A.size
+    target = 0.3**2 * (n - A.shape[0] * 2) / n
+    assert lo < target < hi, (lo, target, hi)
+    assert hi - lo < 0.3 * target  # about 6.6 posterior sds of sigma^2 sqrt(2 / n) each
+    lo9, hi9 = res.sigma2_interval()
+    line = next(ln for ln in result_lines(res) if ln.startswith("sigma2 "))
+    assert line.endswith(f"(90% credible interval {fmt_g(lo9)} to {fmt_g(hi9)})"), line
+    # info reads it from the stored draws (the same chain on the engine: block_size)
+    _fit(A, 2, n_iter=400, burn_in=100, client="synchronous", out=str(tmp_path / "r.zarr"))
+    assert main(["info", str(tmp_path / "r.zarr")]) == 0
+    assert f"(90% credible interval {fmt_g(lo9)} to {fmt_g(hi9)})" in capsys.readouterr().out
+    search = _fit(A, 2, sampler="search")
+    line = next(ln for ln in result_lines(search) if ln.startswith("sigma2 "))
+    assert "credible" not in line  # a search's draws have no posterior to summarise
+    for bad in (0, 1, 1.5, "0.9", True):
+        with pytest.raises(ParameterError, match="prob must be a number in \\(0, 1\\)"):
+            res.sigma2_interval(bad)

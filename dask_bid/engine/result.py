@@ -165,10 +165,7 @@ class BIDResult:
             ``columns`` of the result (W's rows); ``lower`` and ``upper`` (K, n_trace);
             ``n_draws``, the draws they come from (NaN intervals when none).
         """
-        from .._errors import ParameterError
-
-        if not isinstance(prob, (int, float, np.floating)) or not 0.0 < float(prob) < 1.0:
-            raise ParameterError(f"prob must be a number in (0, 1), got {prob!r}.")
+        q = _tails(prob)
         K = len(self.columns)
         if self.draws_w is None:
             empty = np.zeros((K, 0))
@@ -179,12 +176,36 @@ class BIDResult:
         keep = ~np.isin(cols, self.columns)  # W[:, J] is the identity
         v = v[..., keep].reshape(-1, K, int(keep.sum()))
         v = v[np.isfinite(v).all(axis=(1, 2))]  # the draws with the reported basis
-        q = ((1.0 - float(prob)) / 2.0, (1.0 + float(prob)) / 2.0)
         if len(v):
             lower, upper = np.quantile(v, q, axis=0)
         else:
             lower = upper = np.full((K, int(keep.sum())), np.nan)
         return WIntervals(cols[keep], np.asarray(self.columns), lower, upper, len(v))
+
+    def sigma2_interval(self, prob: float = 0.9) -> tuple[float, float]:
+        """Equal-tailed credible interval of sigma^2: its ``(1 - prob) / 2`` and
+        ``(1 + prob) / 2`` quantiles over every retained draw (all chains, whatever their
+        basis), the posterior of sigma^2 with J integrated out. For the exact samplers
+        (``"collapsed"``, ``"plain"``) whose chains converged; the search samplers'
+        draws have no such target (docs/model.md). Numpy only.
+
+        Parameters
+        ----------
+        prob : float, default=0.9
+            Posterior probability inside the interval, in (0, 1).
+
+        Returns
+        -------
+        (float, float)
+            The lower and upper bounds (NaN when no draw was retained).
+        """
+        q = _tails(prob)
+        d = np.asarray(self.draws_sigma2, dtype=np.float64).ravel()
+        d = d[np.isfinite(d)]
+        if not d.size:
+            return (float("nan"), float("nan"))
+        lo, hi = np.quantile(d, q)
+        return (float(lo), float(hi))
 
     def inclusion_mcse(self) -> np.ndarray:
         """Monte Carlo standard error of ``inclusion_probability``, per column (N,).
@@ -208,3 +229,13 @@ class BIDResult:
         from .draws import to_inference_data
 
         return to_inference_data(self)
+
+
+def _tails(prob) -> tuple[float, float]:
+    """The quantiles of an equal-tailed interval of probability ``prob`` in (0, 1)."""
+    from .._errors import ParameterError
+
+    if (isinstance(prob, (bool, np.bool_)) or not isinstance(prob, (int, float, np.floating))
+            or not 0.0 < float(prob) < 1.0):
+        raise ParameterError(f"prob must be a number in (0, 1), got {prob!r}.")
+    return ((1.0 - float(prob)) / 2.0, (1.0 + float(prob)) / 2.0)

@@ -511,9 +511,11 @@ def block_annealed_finish(state: BlockState, ctx: StepContext):
 
 
 def _ls_term(state: BlockState, ctx: StepContext) -> float:
-    # masked: no shared Gram, so no cheap bound (-inf: always score the basis exactly)
+    # masked: no shared Gram, so no cheap bound: +inf makes the bound ||A||^2 - sum of
+    # these terms -inf, and the basis is always scored exactly (each column's least
+    # squares over its observed rows costs as much as its box-constrained fit)
     if state.Gn is not None:
-        return -np.inf
+        return np.inf
     return float(np.vdot(state.H, ctx.P2 @ state.H))
 
 

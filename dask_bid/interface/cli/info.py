@@ -224,6 +224,13 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
             info["row_names"] = rows
     with contextlib.suppress(Exception):  # the columns whose W draws were kept
         info["traced"] = [int(c) for c in node["draws"]["w_columns"][...]]
+    with contextlib.suppress(Exception):  # from the retained draws (n_chains x n_keep)
+        from .report import sigma2_interval90
+
+        interval = sigma2_interval90(node["draws"]["sigma2"][...],
+                                     (meta.get("params") or {}).get("sampler"))
+        if interval is not None:
+            info["sigma2_interval_90"] = interval
     if (meta.get("summary") or {}).get("n_draws_point") == 0:
         from .report import unvisited_basis_line
 
@@ -364,7 +371,10 @@ def info_lines(info) -> list[str]:
             from .report import mse_words
 
             lines.append(f"  MSE        {mse_words(s.get('mse'), s.get('mse_observed'))}")
-            lines.append(f"  sigma2     {fmt_g(s.get('sigma2'))}")
+            from .report import sigma2_words
+
+            lines.append(f"  sigma2     "
+                         f"{sigma2_words(s.get('sigma2'), info.get('sigma2_interval_90'))}")
             lines.append(f"  max|W|     {fmt_g(s.get('max_abs_w'))}")
             lines.append(f"  draws      {s.get('n_draws_point')} retained draws with the "
                          "reported basis")

@@ -7,7 +7,8 @@ import numpy as np
 from ._core import fmt_g, sampler_label, short_list
 
 __all__ = ["result_lines", "accepted_line", "chain_time_line", "convergence_line",
-           "unvisited_basis_line", "mse_words"]
+           "unvisited_basis_line", "mse_words", "sigma2_words",
+           "sigma2_interval90"]
 
 
 def accepted_line(share) -> str:
@@ -60,6 +61,25 @@ def unvisited_basis_line(draws_columns, n_draws_point, label="             ") ->
             f"has it; the draws' most frequent basis is {short_list(bases[top])}, "
             f"{counts[top] / counts.sum():.0%} of them: --point-estimate mode reports that "
             "one)")
+
+
+def sigma2_interval90(draws, sampler) -> list[float] | None:
+    """The 90 % credible interval of sigma^2 over retained draws (as
+    ``BIDResult.sigma2_interval``), for an exact sampler only; None otherwise."""
+    from ...engine.summary import EXACT_SAMPLERS
+
+    d = np.asarray(draws if draws is not None else [], dtype=np.float64).ravel()
+    d = d[np.isfinite(d)]
+    if sampler not in EXACT_SAMPLERS or d.size < 2:
+        return None
+    return [float(x) for x in np.quantile(d, (0.05, 0.95))]
+
+
+def sigma2_words(sigma2, interval) -> str:
+    """sigma^2's posterior mean, and its 90 % credible interval when there is one."""
+    if interval is None:
+        return fmt_g(sigma2)
+    return f"{fmt_g(sigma2)}  (90% credible interval {fmt_g(interval[0])} to {fmt_g(interval[1])})"
 
 
 def mse_words(mse, mse_observed) -> str:
@@ -116,7 +136,8 @@ def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
           if seed and p.get("entropy") is not None else []),
         f"columns      {short_list(res.columns)}",
         f"MSE          {mse_words(res.mse, res.mse_observed)}",
-        f"sigma2       {fmt_g(res.sigma2)}",
+        f"sigma2       "
+        f"{sigma2_words(res.sigma2, sigma2_interval90(res.draws_sigma2, p.get('sampler')))}",
         f"max|W|       {fmt_g(res.max_abs_w)}"
         + (f"  (off the basis: {fmt_g(off)})" if off is not None else ""),
         accepted_line(float(np.mean(res.trace["accepted"]))),
