@@ -163,6 +163,8 @@ def test_recovery_with_half_missing():
     # the K basis columns are fitted exactly, so their M K entries carry no residual: the
     # posterior targets sigma^2 (n_obs - M K) / n_obs
     n_obs = int((~missing).sum())
+    # the trace's MSE is the SSE over the observed entries per observed entry
+    np.testing.assert_array_equal(est.trace_["mse"][0, 50:], est.result_.draws_sse[0] / n_obs)
     target = sigma**2 * (n_obs - M_ * K_) / n_obs
     assert lo <= target <= hi, (lo, target, hi)
     assert est.mse_observed_ < 1.2 * sigma**2

@@ -831,7 +831,8 @@ def step(backend, cfg: ChainConfig, entropy: int, chain: int, st: ClientState, n
         st.draws_J.append(np.sort(st.J))
         st.draws_sigma2.append(st.sigma2)
         st.draws_sse.append(st.sse)
-    st.trace_mse.append(st.sse / backend.n_entries)
+    # the SSE is over the observed entries (all of them unless masked): its mean per entry
+    st.trace_mse.append(st.sse / n_obs)
     st.trace_sigma2.append(st.sigma2)
     st.trace_accepted.append(bool(accepted))
     st.trace_accept_prob.append(float(prob))

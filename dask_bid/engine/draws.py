@@ -10,7 +10,8 @@ What is exported
 ``posterior`` (dims ``chain``, ``draw``; one draw per retained iteration):
 
 * ``sigma2``: the noise variance.
-* ``mse``: ||A - C W||^2 / (M N) of the state after the iteration's sweep.
+* ``mse``: ||A - C W||^2 / (M N) of the state after the iteration's sweep (with
+  ``missing="mask"``, over the observed entries and their count: the trace's ``mse``).
 * ``W`` (extra dims ``w_row``, ``w_col``): the entries of W for the reported basis
   (``result.columns``, the ``w_row`` coordinate) in the traced columns of A
   (``result.draws_w["columns"]``, the ``w_col`` coordinate), leaving out traced
@@ -129,14 +130,14 @@ def to_inference_data(result):
     az = import_arviz()
     res = as_result(result)
     n_chains, n_keep = res.draws_sigma2.shape
-    n_entries = res.n_samples * res.n_features
     its = retained_iterations(res)
     W, wcols = w_draws(res)
     in_basis = np.all(res.draws_columns == np.asarray(res.columns)[None, None, :], axis=-1)
     tr = res.trace[:, its]
     posterior = {
         "sigma2": np.asarray(res.draws_sigma2, dtype=np.float64),
-        "mse": np.asarray(res.draws_sse, dtype=np.float64) / n_entries,
+        # the trace's value at the retained iteration: draws_sse over the observed count
+        "mse": np.asarray(tr["mse"], dtype=np.float64),
         "W": W,
     }
     sample_stats = {

@@ -41,7 +41,8 @@ class BIDResult:
     inclusion_probability : (N,) float64
         Share of retained draws (all chains) whose basis contains each column.
     trace : (n_chains, n_iter) structured array
-        Per iteration: ``mse`` (of the current state, before post-processing),
+        Per iteration: ``mse`` (of the current state, before post-processing; with
+        ``missing="mask"`` over the observed entries and per observed entry),
         ``sigma2``, ``accepted`` (swap taken), ``accept_prob`` (Barker probability).
     draws_columns : (n_chains, n_keep, K) int64
         Sorted basis of every retained draw.
