@@ -413,3 +413,19 @@ def test_progress_shows_a_bar_over_every_chains_iterations(where, capsys):
     assert "sampling" not in capsys.readouterr().err  # off by default
     with pytest.raises(ParameterError, match="progress must be True or False, got 'yes'"):
         est.fit(A, progress="yes")
+
+
+def test_a_result_reads_in_one_line(data):
+    """``repr(result)`` (what a notebook shows) names the columns, the fit and the
+    verdict in one line, not every array."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short chains: the convergence warning
+        res = bayesian_id(data, 3, random_state=5, **FAST)
+    text = repr(res)
+    assert "\n" not in text and len(text) < 400, text
+    cols = ", ".join(str(int(j)) for j in res.columns)
+    assert text.startswith(f"BIDResult(columns=[{cols}], A {data.shape[0]} x {data.shape[1]}, "
+                           "GBT collapsed, 1 chain x ")
+    assert f"mse={res.mse:.6g}" in text and f"sigma2={res.sigma2:.6g}" in text
+    verdict = "converged" if res.convergence().converged else "NOT converged"
+    assert f", {verdict}, {res.n_draws_point} of {res.draws_sigma2.size} retained" in text

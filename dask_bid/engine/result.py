@@ -22,9 +22,13 @@ class WIntervals(NamedTuple):
     n_draws: int
 
 
-@dataclass
+@dataclass(repr=False)
 class BIDResult:
     """What :func:`dask_bid.bayesian_id` returns.
+
+    Its ``repr`` (what a notebook shows) is one line: the columns, the shape, the
+    sampler, the chains, the errors, sigma^2, the convergence verdict and how many
+    retained draws had the reported columns.
 
     Attributes
     ----------
@@ -115,6 +119,31 @@ class BIDResult:
     @property
     def n_chains(self) -> int:
         return self.trace.shape[0]
+
+    def __repr__(self) -> str:
+        # a notebook shows this for ``res``: what was fitted and found in a few lines,
+        # not every array (the dataclass's repr ran to hundreds of lines)
+        p = self.params or {}
+        n_chains, n_iter = (self.trace.shape if getattr(self.trace, "ndim", 0) == 2
+                            else (0, 0))
+        cols = [int(j) for j in self.columns]
+        shown = ", ".join(map(str, cols[:12])) + (f", ... ({len(cols)} in all)"
+                                                   if len(cols) > 12 else "")
+        mse = f"mse={self.mse:.6g}"
+        if self.mse_observed is not None:
+            mse += f", mse_observed={self.mse_observed:.6g}"
+        try:
+            conv = self.convergence()
+            check = "converged" if conv.converged else "NOT converged"
+        except Exception:  # too few draws to judge
+            check = "convergence not judged"
+        model = f"{str(p.get('model', '?')).upper()} {p.get('sampler', '?')}"
+        chains = f"{n_chains} chain{'s' if n_chains != 1 else ''}"
+        return (f"BIDResult(columns=[{shown}], A {self.n_samples} x {self.n_features}, "
+                f"{model}, {chains} x {n_iter} iterations, {mse}, "
+                f"sigma2={self.sigma2:.6g}, {check}, "
+                f"{self.n_draws_point} of {self.draws_sigma2.size} retained draws with "
+                "these columns)")
 
     def convergence(self, **kwargs):
         """Split R-hat and bulk ESS of the retained sigma^2 and SSE draws, and whether
