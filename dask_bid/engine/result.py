@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["BIDResult", "WIntervals", "TRACE_DTYPE"]
+__all__ = ["BIDResult", "WIntervals", "TRACE_DTYPE", "draws_interval"]
 
 TRACE_DTYPE = np.dtype([("mse", "f8"), ("sigma2", "f8"), ("accepted", "?"),
                         ("accept_prob", "f8")])
@@ -229,13 +229,7 @@ class BIDResult:
         (float, float)
             The lower and upper bounds (NaN when no draw was retained).
         """
-        q = _tails(prob)
-        d = np.asarray(self.draws_sigma2, dtype=np.float64).ravel()
-        d = d[np.isfinite(d)]
-        if not d.size:
-            return (float("nan"), float("nan"))
-        lo, hi = np.quantile(d, q)
-        return (float(lo), float(hi))
+        return draws_interval(self.draws_sigma2, prob)
 
     def inclusion_mcse(self) -> np.ndarray:
         """Monte Carlo standard error of ``inclusion_probability``, per column (N,).
@@ -269,3 +263,16 @@ def _tails(prob) -> tuple[float, float]:
             or not 0.0 < float(prob) < 1.0):
         raise ParameterError(f"prob must be a number in (0, 1), got {prob!r}.")
     return ((1.0 - float(prob)) / 2.0, (1.0 + float(prob)) / 2.0)
+
+
+def draws_interval(draws, prob=0.9) -> tuple[float, float]:
+    """The equal-tailed interval of probability ``prob`` of the finite values of
+    ``draws`` (any shape): ``BIDResult.sigma2_interval``, and ``info``'s from a stored
+    fit's draws. (NaN, NaN) when there are none."""
+    q = _tails(prob)
+    d = np.asarray(draws, dtype=np.float64).ravel()
+    d = d[np.isfinite(d)]
+    if not d.size:
+        return (float("nan"), float("nan"))
+    lo, hi = np.quantile(d, q)
+    return (float(lo), float(hi))

@@ -66,13 +66,12 @@ def unvisited_basis_line(draws_columns, n_draws_point, label="             ") ->
 def sigma2_interval90(draws, sampler) -> list[float] | None:
     """The 90 % credible interval of sigma^2 over retained draws (as
     ``BIDResult.sigma2_interval``), for an exact sampler only; None otherwise."""
+    from ...engine.result import draws_interval
     from ...engine.summary import EXACT_SAMPLERS
 
-    d = np.asarray(draws if draws is not None else [], dtype=np.float64).ravel()
-    d = d[np.isfinite(d)]
-    if sampler not in EXACT_SAMPLERS or d.size < 2:
+    if sampler not in EXACT_SAMPLERS or draws is None or np.size(draws) < 2:
         return None
-    return [float(x) for x in np.quantile(d, (0.05, 0.95))]
+    return list(draws_interval(draws, 0.9))
 
 
 def sigma2_words(sigma2, interval) -> str:
