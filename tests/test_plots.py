@@ -69,6 +69,14 @@ def test_trace_draws_every_chain(fit, tmp_path):
         y = res.trace[field]
         assert ax.get_yscale() == ("log" if y.max() > 10 * y.min() else "linear")
     save(axes, tmp_path / "trace.png")
+    assert axes[0].get_ylabel() == "MSE"
+    # a masked fit's MSE is per observed entry, and the label says so
+    A, _, _ = fit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a short chain: the convergence warning
+        masked = bayesian_id(np.where(A > 1.0, np.nan, A), 3, missing="mask", n_iter=30,
+                             burn_in=10, random_state=0)
+    assert plot_trace(masked)[0].get_ylabel() == "MSE (observed entries)"
     # into given Axes, one panel
     fig, ax = plt.subplots()
     assert plot_trace(res, ax=ax, which="sigma2") is ax

@@ -89,7 +89,9 @@ def plot_trace(result, ax=None, *, which=("mse", "sigma2"), log=True, burn_in=Tr
     axes_arr = np.atleast_1d(np.asarray(axes, dtype=object)).ravel()
     if axes_arr.size != len(which):
         raise ParameterError(f"got {axes_arr.size} Axes for {len(which)} panels ({which}).")
-    labels = {"mse": "MSE", "sigma2": r"$\sigma^2$"}
+    masked = str(res.params.get("missing", "zero")).lower() == "mask"
+    # a masked fit's trace is the SSE over the observed entries per observed entry
+    labels = {"mse": "MSE (observed entries)" if masked else "MSE", "sigma2": r"$\sigma^2$"}
     n_chains, n_iter = res.trace.shape
     its = np.arange(1, n_iter + 1)
     b = int(res.params.get("burn_in", 0))
