@@ -193,6 +193,42 @@ def test_a_finished_fit_without_its_final_state_is_refused(A, tmp_path):
     assert _fit(A, 20, out, resume=True).trace.shape[1] == 20
 
 
+def test_keep_final_state_false_deletes_the_checkpoints_and_the_fit_says_so(A, tmp_path):
+    """keep_final_state=False: the complete fit keeps no checkpoint/ (the disk space),
+    reads back whole, and a continuation is refused naming why; the result is the
+    same chain as the fit that keeps its state."""
+    out = str(tmp_path / "fit.zarr")
+    kept = _fit(A, 20, str(tmp_path / "kept.zarr"))
+    res = _fit(A, 20, out, keep_final_state=False)
+    assert not os.path.exists(os.path.join(out, "checkpoint"))
+    assert_same_chain(kept, res)
+    assert_same_chain(open_result(out).result_, res)
+    with pytest.raises(ParameterError, match=r"kept no final state of chain 0 \(it was "
+                                             r"fitted with keep_final_state=False"):
+        _fit(A, 30, out, resume=True)
+    with pytest.raises(ParameterError, match="keep_final_state must be True or False"):
+        _fit(A, 20, out, overwrite=True, keep_final_state="no")
+
+
+def test_no_final_state_on_the_command_line_offers_a_fresh_longer_fit(A, tmp_path, capsys):
+    """``--no-final-state``: OUT keeps no checkpoint/, and a fit that failed the check
+    offers the same command from the start with twice the iterations (--resume would be
+    refused); that command runs."""
+    src = str(tmp_path / "A.npy")
+    np.save(src, A)
+    out = str(tmp_path / "fit.zarr")
+    argv = ["fit", src, "--k", str(K), "--out", out, "--n-iter", "30", "--burn-in", "10",
+            "--seed", "5", "--no-final"]
+    assert main(argv) == 0
+    assert not os.path.exists(os.path.join(out, "checkpoint"))
+    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("run longer")]
+    assert line == [f"run longer   dask-bid fit {shlex.quote(src)} --k {K} --out "
+                    f"{shlex.quote(out)} --burn-in 10 --seed 5 --no-final --n-iter 60 "
+                    "--overwrite"]
+    assert main(shlex.split(line[0])[3:] + ["-q"]) == 0
+    assert open_result(out).result_.trace.shape == (1, 60)
+
+
 def test_the_command_line_continues_a_fit_and_refuses_a_shorter_one_at_once(A, tmp_path,
                                                                             capsys):
     """``dask-bid fit ... --resume --n-iter`` continues a finished fit and says so; a

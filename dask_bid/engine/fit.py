@@ -63,7 +63,7 @@ log = logging.getLogger("dask_bid.engine")
 #: Engine keyword arguments of ``bayesian_id`` / ``BayesianID.fit`` and their defaults.
 ENGINE_DEFAULTS = dict(client=None, out=None, overwrite=False, resume=False,
                        checkpoint_every=25, chunks=None, storage_options=None, callback=None,
-                       allow_missing_chunks=False, mask=None)
+                       allow_missing_chunks=False, mask=None, keep_final_state=True)
 
 #: Worker losses a chain survives before the error is raised.
 MAX_RECOVERIES = 5
@@ -72,10 +72,12 @@ MAX_RECOVERIES = 5
 _NOT_COMPARED = ("random_state", "priors", "n_threads")
 
 
-def _check_engine_kwargs(out, overwrite, resume, checkpoint_every, chunks, callback):
+def _check_engine_kwargs(out, overwrite, resume, checkpoint_every, chunks, callback,
+                         keep_final_state=True):
     if out is not None and not isinstance(out, (str, os.PathLike)):
         raise ParameterError(f"out must be a path or URL string, got {type(out).__name__}.")
-    for name, v in (("overwrite", overwrite), ("resume", resume)):
+    for name, v in (("overwrite", overwrite), ("resume", resume),
+                    ("keep_final_state", keep_final_state)):
         if not isinstance(v, (bool, np.bool_)):
             raise ParameterError(f"{name} must be True or False, got {v!r}.")
     if (not isinstance(checkpoint_every, numbers.Integral) or isinstance(checkpoint_every, bool)
@@ -172,8 +174,9 @@ def _check_extendable(stored, meta, ckpt, where):
         if latest is None or getattr(latest[1]["state"], "iteration", None) != done:
             raise ParameterError(
                 f"the finished fit at {where!r} kept no final state of chain {c} (it was "
-                "written before dask_bid kept one, or its checkpoint/ folder was removed): "
-                f"it cannot be continued. Fit again with n_iter={want} and overwrite=True.")
+                "fitted with keep_final_state=False, or written before dask_bid kept one, "
+                "or its checkpoint/ folder was removed): it cannot be continued. Fit again "
+                f"with n_iter={want} and overwrite=True.")
 
 
 def _check_stored(stored, meta, entropy_given, out, storage_options) -> bool:
@@ -327,7 +330,7 @@ def _run_chains(ex, ckpt, runners, starts):
 def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
              checkpoint_every=25, chunks=None, storage_options=None, callback=None,
              initial_columns=None, allow_missing_chunks=False, mask=None,
-             feature_names=None, sample_names=None):
+             feature_names=None, sample_names=None, keep_final_state=True):
     """Run the Bayesian ID sampler on the Dask engine.
 
     Parameters
@@ -360,6 +363,11 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         fsspec options (credentials, endpoint; docs/engine.md, "Object storage") for URL
         input, output and checkpoints; local paths ignore them, so one dict serves a URL
         input and a local output.
+    keep_final_state : bool, default True
+        With ``out``: keep each chain's final state in ``out/checkpoint/`` (about 4-5 times
+        the size of W per chain), so that ``resume=True`` with a larger ``n_iter`` or
+        ``n_chains`` can continue the finished fit; False deletes ``out/checkpoint/`` when
+        the fit is complete (such a fit can only be fitted again).
     callback : callable, optional
         ``callback(state)`` after every iteration, with the chain's ``ClientState``. A
         ``KeyboardInterrupt`` it raises stops the fit after a checkpoint of that iteration
@@ -400,7 +408,8 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
     """
     from ..kernels.rng import root_entropy
 
-    _check_engine_kwargs(out, overwrite, resume, checkpoint_every, chunks, callback)
+    _check_engine_kwargs(out, overwrite, resume, checkpoint_every, chunks, callback,
+                         keep_final_state)
     check_client_arg(client)
     if not isinstance(allow_missing_chunks, (bool, np.bool_)):
         raise ParameterError(
@@ -469,6 +478,7 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         run = _Fit(src, p, meta, layout, group, existing, entropy_given, client=client,
                    out=out, storage_options=storage_options,
                    checkpoint_every=int(checkpoint_every), callback=callback,
+                   keep_final_state=bool(keep_final_state),
                    initial_columns=initial_columns)
         return run.run()
 
@@ -499,8 +509,10 @@ class _Fit:
     """One call of :func:`fit_dask` once the output is prepared and locked."""
 
     def __init__(self, src, p, meta, layout, group, existing, entropy_given, *, client, out,
-                 storage_options, checkpoint_every, callback, initial_columns):
+                 storage_options, checkpoint_every, callback, initial_columns,
+                 keep_final_state=True):
         self.src, self.p, self.meta, self.layout = src, p, meta, layout
+        self.keep_final_state = keep_final_state
         self.group, self.existing = group, existing
         self.entropy_given = entropy_given
         self.client, self.out, self.storage_options = client, out, storage_options
@@ -739,9 +751,13 @@ class _Fit:
                                      w_chunk_cols=max(b - a for a, b in layout.blocks),
                                      extra_attrs={"status": "complete"})
                         # each chain's final state stays: a later call with a larger
-                        # n_iter continues the chains from it (resume=True)
-                        for c in range(p["n_chains"]):
-                            ckpt.prune(c, keep=1)
+                        # n_iter continues the chains from it (resume=True); unless asked
+                        # not to, for the disk space
+                        if self.keep_final_state:
+                            for c in range(p["n_chains"]):
+                                ckpt.prune(c, keep=1)
+                        elif "checkpoint" in group:
+                            del group["checkpoint"]
                         res.C = da.from_zarr(group["C"])
                     elif src.kind == "sparse":  # dense, NaN where unobserved
                         from .sparse_backend import dense_columns

@@ -373,8 +373,9 @@ class BayesianID:
         **fit_kwargs
             Engine options: ``client``, ``out``, ``overwrite``, ``resume``,
             ``checkpoint_every``, ``chunks``, ``storage_options``, ``callback``,
-            ``allow_missing_chunks``, and with ``missing="mask"`` ``mask`` (True:
-            observed) (see :func:`dask_bid.engine.fit_dask`); ``progress=True``, a
+            ``allow_missing_chunks``, ``keep_final_state``, and with
+            ``missing="mask"`` ``mask`` (True: observed) (see
+            :func:`dask_bid.engine.fit_dask`); ``progress=True``, a
             progress bar over the chains' iterations (a notebook widget or text on
             stderr); ``feature_names``, the N
             column names of a Zarr or numpy input (set as ``feature_names_in_``; see

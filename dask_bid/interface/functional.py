@@ -122,7 +122,8 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     **kwargs
         The parameters of :class:`dask_bid.BayesianID`, and the engine's ``client``,
         ``out``, ``overwrite``, ``resume``, ``checkpoint_every``, ``chunks``,
-        ``storage_options`` and ``callback`` (see :func:`dask_bid.engine.fit_dask`).
+        ``storage_options``, ``callback`` and ``keep_final_state`` (see
+        :func:`dask_bid.engine.fit_dask`).
         ``progress=True`` shows a progress bar over every chain's iterations (tqdm: a
         widget in a notebook with ipywidgets, else text on stderr), with the MSE and
         sigma^2 of the latest iteration; ``callback`` is still called.

@@ -344,16 +344,36 @@ def continue_command(argv, n_iter=None) -> str:
     ``n_iter``, that --n-iter (run on to it) instead of the typed one."""
     import shlex
 
+    more = [] if n_iter is None else ["--n-iter", str(int(n_iter))]
+    return shlex.join([PROG, *_kept(argv, n_iter is not None), "--resume", *more])
+
+
+def _kept(argv, n_iter) -> list[str]:
+    """``argv`` without what :func:`_dropped` leaves out."""
     kept, i = [], 0
     while i < len(argv):
-        n = _dropped(argv[i], n_iter is not None)
+        n = _dropped(argv[i], n_iter)
         if n:
             i += n
             continue
         kept.append(argv[i])
         i += 1
-    more = [] if n_iter is None else ["--n-iter", str(int(n_iter))]
-    return shlex.join([PROG, *kept, "--resume", *more])
+    return kept
+
+
+def _is_flag(token, flag, shortest) -> bool:
+    """Whether ``token`` is ``flag`` or an abbreviation argparse accepts (from
+    ``shortest`` on)."""
+    return token.startswith(shortest) and flag.startswith(token)
+
+
+def rerun_command(argv, n_iter) -> str:
+    """The fit typed as ``argv`` again from the start with ``n_iter`` iterations,
+    replacing its output (for a fit that kept no final state to continue)."""
+    import shlex
+
+    return shlex.join([PROG, *_kept(argv, True), "--n-iter", str(int(n_iter)),
+                       "--overwrite"])
 
 
 def _continue_line(res, argv, n_iter):
@@ -364,6 +384,9 @@ def _continue_line(res, argv, n_iter):
     if (not argv or res.params.get("sampler") not in EXACT_SAMPLERS
             or res.convergence().converged):
         return None
+    if any(_is_flag(a, "--no-final-state", "--no") for a in argv):
+        # its chains cannot be continued: the same fit, twice as long, from the start
+        return f"run longer   {rerun_command(list(argv), 2 * int(n_iter))}"
     return f"run longer   {continue_command(list(argv), 2 * int(n_iter))}"
 
 
@@ -384,6 +407,7 @@ def _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch
                               overwrite=overwrite, resume=args.resume,
                               checkpoint_every=args.checkpoint_every, callback=callback,
                               allow_missing_chunks=args.allow_missing_chunks,
+                              keep_final_state=not args.no_final_state,
                               **({} if names is None else {"feature_names": names}),
                               **({} if rows is None else {"sample_names": rows}))
     except NonFiniteInputError as exc:
@@ -494,6 +518,10 @@ def add_parser(sub):
                      help="continue an interrupted fit stored at OUT")
     fit.add_argument("--overwrite", action="store_true",
                      help="replace an existing OUT (a failed fit is replaced without it)")
+    fit.add_argument("--no-final-state", action="store_true",
+                     help="delete OUT/checkpoint/ when the fit is complete (each chain's final "
+                     "state, about 4-5 x the size of W per chain): saves the disk space, but "
+                     "the fit can no longer be continued with --resume")
     fit.add_argument("--allow-missing-chunks", action="store_true",
                      help="accept a Zarr INPUT with chunk files missing (read as its fill "
                      "value); refused by default, as a lost chunk would read as zeros")
