@@ -368,11 +368,9 @@ def info_lines(info) -> list[str]:
             lines.append(f"  traced     {short_list(info['traced'])} (their W draws are kept: "
                          "open_result(PATH).result_.w_intervals(0.9))")
         if s:
-            from .report import mse_words
+            from .report import mse_words, sigma2_words
 
             lines.append(f"  MSE        {mse_words(s.get('mse'), s.get('mse_observed'))}")
-            from .report import sigma2_words
-
             lines.append(f"  sigma2     "
                          f"{sigma2_words(s.get('sigma2'), info.get('sigma2_interval_90'))}")
             lines.append(f"  max|W|     {fmt_g(s.get('max_abs_w'))}")
