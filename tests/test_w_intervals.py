@@ -175,6 +175,13 @@ def test_sigma2_interval_is_the_posterior_quantiles_and_holds_the_planted_noise(
     _fit(A, 2, n_iter=400, burn_in=100, client="synchronous", out=str(tmp_path / "r.zarr"))
     assert main(["info", str(tmp_path / "r.zarr")]) == 0
     assert f"(90% credible interval {fmt_g(lo9)} to {fmt_g(hi9)})" in capsys.readouterr().out
+    # chains that failed the convergence check: the same quantiles, not called credible
+    short = _fit(A, 2)
+    assert not short.convergence().converged
+    lo5, hi5 = short.sigma2_interval()
+    line = next(ln for ln in result_lines(short) if ln.startswith("sigma2 "))
+    assert line.endswith(f"(90% of the draws in {fmt_g(lo5)} to {fmt_g(hi5)}: not yet a "
+                         "credible interval)"), line
     search = _fit(A, 2, sampler="search")
     line = next(ln for ln in result_lines(search) if ln.startswith("sigma2 "))
     assert "credible" not in line  # a search's draws have no posterior to summarise

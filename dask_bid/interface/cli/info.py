@@ -371,8 +371,9 @@ def info_lines(info) -> list[str]:
             from .report import mse_words, sigma2_words
 
             lines.append(f"  MSE        {mse_words(s.get('mse'), s.get('mse_observed'))}")
-            lines.append(f"  sigma2     "
-                         f"{sigma2_words(s.get('sigma2'), info.get('sigma2_interval_90'))}")
+            conv = s.get("convergence") or {}
+            lines.append("  sigma2     " + sigma2_words(
+                s.get("sigma2"), info.get("sigma2_interval_90"), conv.get("converged", True)))
             lines.append(f"  max|W|     {fmt_g(s.get('max_abs_w'))}")
             lines.append(f"  draws      {s.get('n_draws_point')} retained draws with the "
                          "reported basis")

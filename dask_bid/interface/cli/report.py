@@ -74,11 +74,16 @@ def sigma2_interval90(draws, sampler) -> list[float] | None:
     return list(draws_interval(draws, 0.9))
 
 
-def sigma2_words(sigma2, interval) -> str:
-    """sigma^2's posterior mean, and its 90 % credible interval when there is one."""
+def sigma2_words(sigma2, interval, converged=True) -> str:
+    """sigma^2's posterior mean, and its 90 % credible interval when there is one; for
+    chains that failed the convergence check, the same quantiles, said not to be one."""
     if interval is None:
         return fmt_g(sigma2)
-    return f"{fmt_g(sigma2)}  (90% credible interval {fmt_g(interval[0])} to {fmt_g(interval[1])})"
+    lo, hi = fmt_g(interval[0]), fmt_g(interval[1])
+    if not converged:
+        return (f"{fmt_g(sigma2)}  (90% of the draws in {lo} to {hi}: not yet a credible "
+                "interval)")
+    return f"{fmt_g(sigma2)}  (90% credible interval {lo} to {hi})"
 
 
 def mse_words(mse, mse_observed) -> str:
@@ -135,8 +140,9 @@ def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
           if seed and p.get("entropy") is not None else []),
         f"columns      {short_list(res.columns)}",
         f"MSE          {mse_words(res.mse, res.mse_observed)}",
-        f"sigma2       "
-        f"{sigma2_words(res.sigma2, sigma2_interval90(res.draws_sigma2, p.get('sampler')))}",
+        "sigma2       " + sigma2_words(res.sigma2,
+                                       sigma2_interval90(res.draws_sigma2, p.get("sampler")),
+                                       res.convergence().converged),
         f"max|W|       {fmt_g(res.max_abs_w)}"
         + (f"  (off the basis: {fmt_g(off)})" if off is not None else ""),
         accepted_line(float(np.mean(res.trace["accepted"]))),
