@@ -129,7 +129,9 @@ def test_a_reported_basis_seen_in_burn_in_only_is_said_so(tmp_path, capsys):
     rng = np.random.default_rng(25)
     A = rng.standard_normal((30, 3)) @ rng.standard_normal((3, 12)) + 1.5 * (
         rng.standard_normal((30, 12)))
-    # the draws visit 3 bases; block_size: the same chain in memory and on the engine
+    # the draws visit 3 bases; block_size: the same chain in memory and on the engine.
+    # (Seed 25 was found by a search over seeds; if the sampler changes, any seed whose
+    # chain has n_draws_point == 0 and 2+ retained bases serves.)
     kw = dict(n_iter=120, burn_in=60, random_state=25, block_size=6)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a short chain: the convergence warning
