@@ -75,6 +75,9 @@ class ChainConfig(NamedTuple):
     # score every newly visited basis by its exact box-constrained least-squares SSE
     # (point_estimate="best"); at most this many scores are remembered to skip rescoring
     score_visited: bool = False
+    # missing="mask": no shared Gram, so no cheap least-squares bound to rule a basis out
+    # (every visited basis is scored exactly; no round trip for a bound)
+    masked: bool = False
     # collapsed: an annealed swap through this many intermediate distributions every
     # ``anneal_every`` iterations (0: never)
     n_anneal: int = 0
@@ -785,7 +788,7 @@ def _score_current(backend, cfg, entropy, chain, st: ClientState, norm_a2):
         return
     bound = -np.inf
     P = pinv_sym(st.G)
-    if np.isfinite(st.best_score):
+    if np.isfinite(st.best_score) and not cfg.masked:
         ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration,
                           priors=cfg.priors, sigma2=1.0, G=st.G, P2=P)
         bound = norm_a2 - sum(backend.map(block_ls_bound, ctx))

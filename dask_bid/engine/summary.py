@@ -252,6 +252,7 @@ def chain_config(p, n_cols: int, *, memory=None, row_bytes=None,
                        else "lstsq", swap_score=score, n_tries=m,
                        acceptance=p.get("acceptance", "barker"),
                        score_visited=p["point_estimate"] == "best",
+                       masked=p.get("missing", "zero") == "mask",
                        n_anneal=int(p.get("n_anneal", 0)) if move == "collapsed" else 0,
                        n_pivot=int(p.get("n_pivot", 0)) if move == "collapsed"
                        and p.get("missing", "zero") != "mask" else 0,
