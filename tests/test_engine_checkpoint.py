@@ -31,3 +31,23 @@ def test_listing_ignores_what_is_not_a_checkpoint_and_never_warns(tmp_path):
     # written and the other chain's are kept
     left = sorted(p.name for p in (root / "checkpoint").iterdir() if p.is_dir())
     assert left == ["c0-it00000020", "c0-it00000030", "c1-it00000010"]
+
+
+def test_prune_keeps_at_least_one_and_refuses_zero(tmp_path):
+    """``prune(chain, keep=n)`` keeps the n newest complete checkpoints; 0 is refused
+    (``complete[-0:]`` would have kept them all: remove_all() deletes every one)."""
+    import pytest
+
+    root = tmp_path / "fit.zarr"
+    zarr.open_group(str(root), mode="w")
+    spec = StoreSpec(root)
+    ck = Checkpointer(spec)
+    for name in ("c0-it00000010", "c0-it00000020", "c0-it00000030"):
+        spec.group().require_group(f"checkpoint/{name}")
+        save_blob(spec, f"checkpoint/{name}/client", {"state": name}, {"complete": True})
+    with pytest.raises(ValueError, match="keep must be at least 1, got 0"):
+        ck.prune(0, keep=0)
+    ck.prune(0, keep=2)
+    assert [n for _, n in ck._list(0)] == ["c0-it00000020", "c0-it00000030"]
+    ck.prune(0, keep=1)
+    assert [n for _, n in ck._list(0)] == ["c0-it00000030"]

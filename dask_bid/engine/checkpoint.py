@@ -155,7 +155,11 @@ class Checkpointer:
         checkpoints of ``chain``."""
         listed = self._list(chain)
         complete = [n for _, n in listed if self._complete(n)]
-        keep = set(complete[-(keep or self.keep):])
+        n = self.keep if keep is None else int(keep)
+        if n < 1:  # complete[-0:] would keep them all
+            raise ValueError(f"keep must be at least 1, got {n}: remove_all() deletes every "
+                             "checkpoint")
+        keep = set(complete[-n:])
         g = self.spec.group()
         for _, n in listed:
             if n not in keep and (not complete or n < complete[-1]):

@@ -284,7 +284,7 @@ def check_cluster_versions(client):
         try:
             client = Client.current(allow_global=True)
         except ValueError:
-            if str(dask.config.get("scheduler", "")).lower() not in _SYNC_NAMES:
+            if not _sync_configured():
                 check_script_guard()  # a LocalCluster will start
             return
     if isinstance(client, str):
@@ -298,6 +298,12 @@ def check_cluster_versions(client):
         return
     if hasattr(client, "run") and hasattr(client, "scheduler_info"):
         check_worker_versions(client)
+
+
+def _sync_configured() -> bool:
+    """Whether ``dask.config`` selects the synchronous scheduler (then ``client=None``
+    runs in this process, no LocalCluster)."""
+    return str(dask.config.get("scheduler", "")).lower() in _SYNC_NAMES
 
 
 def check_script_guard():
@@ -456,7 +462,7 @@ def cluster_executor(client=None, *, timeout=None, n_workers=2,
         check_worker_versions(current)
         yield DistributedExecutor(current)
         return
-    if str(dask.config.get("scheduler", "")).lower() in _SYNC_NAMES:
+    if _sync_configured():
         yield SyncExecutor()
         return
     from distributed import LocalCluster

@@ -56,7 +56,8 @@ from .zarr_io import (
     zarr_sources_of,
 )
 
-__all__ = ["fit_dask", "check_resume", "ENGINE_DEFAULTS", "MAX_RECOVERIES"]
+__all__ = ["fit_dask", "check_resume", "check_callback", "ENGINE_DEFAULTS",
+           "MAX_RECOVERIES"]
 
 log = logging.getLogger("dask_bid.engine")
 
@@ -92,6 +93,11 @@ def _check_engine_kwargs(out, overwrite, resume, checkpoint_every, chunks, callb
             raise ParameterError(
                 f"chunks must be None or (rows, cols), two positive integers giving the tile "
                 f"each streaming task reads, got {chunks!r}.")
+    check_callback(callback)
+
+
+def check_callback(callback):
+    """Refuse a ``callback=`` that cannot be called (None is no callback)."""
     if callback is not None and not callable(callback):
         raise ParameterError("callback must be callable (it receives the chain state).")
 
@@ -756,8 +762,8 @@ class _Fit:
                         if self.keep_final_state:
                             for c in range(p["n_chains"]):
                                 ckpt.prune(c, keep=1)
-                        elif "checkpoint" in group:
-                            del group["checkpoint"]
+                        else:
+                            ckpt.remove_all()
                         res.C = da.from_zarr(group["C"])
                     elif src.kind == "sparse":  # dense, NaN where unobserved
                         from .sparse_backend import dense_columns

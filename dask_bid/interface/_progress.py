@@ -61,5 +61,3 @@ class ChainProgress:
 
     def __exit__(self, *exc):
         self.close()
-
-

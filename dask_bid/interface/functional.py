@@ -7,7 +7,7 @@ import numpy as np
 from .._errors import InputShapeError, NonFiniteInputError, ParameterError
 from ..engine.chain import run_chain
 from ..engine.cluster import check_client_arg
-from ..engine.fit import ENGINE_DEFAULTS
+from ..engine.fit import ENGINE_DEFAULTS, check_callback
 from ..engine.inputs import as_matrix_source, with_mask
 from ..engine.memory import MaskedMemoryBackend, MemoryBackend
 from ..engine.scaling import fit_scaled_in_memory
@@ -186,8 +186,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     from ._progress import ChainProgress
 
     user = engine_kw.get("callback")
-    if user is not None and not callable(user):
-        raise ParameterError("callback must be callable (it receives the chain state).")
+    check_callback(user)
     with ChainProgress(p["n_chains"] * p["n_iter"]) as bar:
         engine_kw["callback"] = bar if user is None else _both(bar, user)
         return _fit(src, p, names, rows, engine_kw)

@@ -166,8 +166,10 @@ def _checked_shape(src, text=None):
 
 
 def _validate_early(k, params, n_cols, resume_at=None):
-    """The parameters against INPUT's column count (with ``resume_at``, the output a
-    resume continues: its stored parameters too), before any work."""
+    """The parameters against INPUT's column count (None before a triplet file is
+    converted: its shape is not known yet, and nothing checked then depends on it); with
+    ``resume_at``, the output a resume continues: its stored parameters too. Before any
+    work."""
     from .._params import validate_params
     from ..functional import DEFAULTS
 
@@ -176,19 +178,6 @@ def _validate_early(k, params, n_cols, resume_at=None):
         from ...engine.fit import check_resume
 
         check_resume(resume_at, p)  # a resume the stored fit refuses: before any work
-
-
-def _validate_params_only(k, params, resume_at=None):
-    """The parameters before a triplet file is converted (its shape is not known yet:
-    nothing checked here depends on it), and a resume's stored parameters."""
-    from .._params import validate_params
-    from ..functional import DEFAULTS
-
-    p = validate_params({**DEFAULTS, **params, "n_components": k})
-    if resume_at is not None:
-        from ...engine.fit import check_resume
-
-        check_resume(resume_at, p)
 
 
 def _n_observed(store) -> int:
@@ -235,7 +224,7 @@ def run(args):
             "--missing mask", quiet=args.quiet)
     masked = params.get("missing") == "mask"
     if args.format == "triplets":  # parameters first: the conversion reads the file twice
-        _validate_params_only(args.k, params, resume_at=out if args.resume else None)
+        _validate_early(args.k, params, None, resume_at=out if args.resume else None)
     # a triplet file (converted once) or a sparse store: cli/sparse.py
     sparse_src = sparse_input(args, out, masked, args.quiet)
     if sparse_src is not None:
@@ -324,16 +313,21 @@ def run(args):
     return 0
 
 
+def _is_flag(token, flag, shortest) -> bool:
+    """Whether ``token`` is ``flag`` or an abbreviation argparse accepts (from
+    ``shortest`` on)."""
+    return token.startswith(shortest) and flag.startswith(token)
+
+
 def _dropped(token, n_iter=True) -> int:
     """How many tokens a continuation leaves out at ``token``: 2 for ``--n-iter N``, 1 for
     ``--n-iter=N`` (only when ``n_iter``: it gets a new one), ``--overwrite`` and
     ``--resume`` (argparse's abbreviations included: ``--n-i``, ``--ov``, ``--res`` are the
     shortest it accepts), else 0."""
     name, eq, _ = token.partition("=")
-    if n_iter and name.startswith("--n-i") and "--n-iter".startswith(name):
+    if n_iter and _is_flag(name, "--n-iter", "--n-i"):
         return 1 if eq else 2
-    if ((name.startswith("--ov") and "--overwrite".startswith(name))
-            or (name.startswith("--res") and "--resume".startswith(name))):
+    if _is_flag(name, "--overwrite", "--ov") or _is_flag(name, "--resume", "--res"):
         return 1
     return 0
 
@@ -359,12 +353,6 @@ def _kept(argv, n_iter) -> list[str]:
         kept.append(argv[i])
         i += 1
     return kept
-
-
-def _is_flag(token, flag, shortest) -> bool:
-    """Whether ``token`` is ``flag`` or an abbreviation argparse accepts (from
-    ``shortest`` on)."""
-    return token.startswith(shortest) and flag.startswith(token)
 
 
 def rerun_command(argv, n_iter) -> str:

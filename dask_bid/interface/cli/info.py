@@ -208,17 +208,15 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         from .convert import converted_fill_count
 
         info["input_filled"] = converted_fill_count(str(src["path"]))
+    from ...engine.zarr_io import valid_column_names
+
     if "columns" in node:
         info["columns"] = [int(c) for c in node["columns"][...]]
-        from ...engine.zarr_io import valid_column_names
-
         names = valid_column_names(meta.get("feature_names"), int(node["W"].shape[1])) \
             if "W" in node else None
         if names is not None:
             info["names"] = [names[c] for c in info["columns"]]
     if "C" in node:
-        from ...engine.zarr_io import valid_column_names
-
         rows = valid_column_names(meta.get("sample_names"), int(node["C"].shape[0]))
         if rows is not None:
             info["row_names"] = rows
@@ -235,8 +233,7 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         from .report import unvisited_basis_line
 
         with contextlib.suppress(Exception):  # a result without its draws says nothing
-            info["unvisited"] = unvisited_basis_line(node["draws"]["columns"][...], 0,
-                                                     label="             ")
+            info["unvisited"] = unvisited_basis_line(node["draws"]["columns"][...], 0)
     if meta.get("status") != "complete" and "checkpoint" in node:
         info["checkpoints"] = sorted(node["checkpoint"].group_keys()) + sorted(
             node["checkpoint"].array_keys())
