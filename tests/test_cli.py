@@ -318,6 +318,26 @@ def test_rid_names_the_columns_and_replaces_only_its_own_file(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv", "mine.npz", "r.npz"]
 
 
+def test_rid_out_names_a_npz_file_and_is_checked_before_the_input_is_read(tmp_path, capsys):
+    """``--out x.zarr`` (or .csv) is refused, not written as x.zarr.npz; a folder is
+    refused; a name without a suffix gets .npz; an existing --out is refused before INPUT
+    is even read (here INPUT does not exist, and the error is about --out)."""
+    A = np.random.default_rng(0).standard_normal((20, 6))
+    np.save(tmp_path / "a.npy", A)
+    src = str(tmp_path / "a.npy")
+    for bad, words in (("x.zarr", "not .zarr"), ("x.csv", "not .csv"),
+                       (str(tmp_path) + "/", "is a folder")):
+        assert main(["rid", src, "--k", "2", "--out", bad]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "--out" in err and err.count("\n") == 1
+    assert main(["rid", src, "--k", "2", "--seed", "0", "-q",
+                 "--out", str(tmp_path / "r")]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy", "r.npz"]
+    missing = str(tmp_path / "nothing.npy")
+    assert main(["rid", missing, "--k", "2", "--out", str(tmp_path / "r.npz")]) == 2
+    assert "already exists; pass --overwrite" in capsys.readouterr().err
+
+
 def test_column_names_from_a_file_name_the_selected_columns(tmp_path, capsys):
     """--column-names FILE: one name per line (of a tab-separated line the second field,
     as in the paper's drugs.txt), shown by fit, info and rid and kept in OUT and the

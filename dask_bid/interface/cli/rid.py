@@ -16,6 +16,10 @@ def run(args):
     from ...baselines import RandomizedID
 
     src = args.input
+    # the output is checked before INPUT is read: a refusal must not cost a fit
+    out = _npz_out(args.out) if args.out else None
+    if out is not None:
+        _check_npz_out(out, args.overwrite)
     if args.fill_missing and (is_url(src) or file_suffix(src) not in CONVERTIBLE_SUFFIXES):
         from ._core import CLIError
 
@@ -48,9 +52,8 @@ def run(args):
         + ("  (exceeds 1: not a strict ID)" if est.max_abs_w_ > 1 + 1e-9 else ""),
         f"time         {est.fit_time_:.2f} s",
     ]
-    if args.out:
-        out = args.out if args.out.endswith(".npz") else args.out + ".npz"
-        _check_npz_out(out, args.overwrite)
+    if out is not None:
+        _check_npz_out(out, args.overwrite)  # again: it may have appeared during the fit
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         more = {} if picked is None else {"names": np.asarray(picked)}
         # written next to it, then moved: an interrupted write leaves no half file at out
@@ -73,6 +76,24 @@ def run(args):
 
 #: what ``rid --out`` writes: a file holding these is ours, and --overwrite may replace it
 _NPZ_KEYS = {"columns", "components", "mse", "max_abs_w", "method", "n_components"}
+
+
+def _npz_out(out):
+    """The file ``--out`` names: OUT itself when it ends in .npz, OUT.npz when it has no
+    suffix (numpy's rule); any other suffix is refused, since ``x.zarr`` or ``x.csv``
+    would promise a format rid does not write."""
+    from ._core import CLIError
+
+    if out.endswith(("/", os.sep)) or os.path.isdir(out):
+        raise CLIError(f"--out {out!r} is a folder; rid writes one .npz file: give a "
+                       "file name, e.g. --out rid.npz.")
+    suffix = file_suffix(out)
+    if suffix == ".npz":
+        return out
+    if suffix == "":
+        return out + ".npz"
+    raise CLIError(f"--out {out!r}: rid writes a numpy .npz file, not {suffix}; give a "
+                   f"name ending in .npz (e.g. --out {os.path.splitext(out)[0]}.npz).")
 
 
 def _check_npz_out(out, overwrite):
@@ -124,7 +145,8 @@ def add_parser(sub):
     add_text_options(rid)
     rid.add_argument("--out", default=None, metavar="OUT.npz",
                      help="write columns, W (components), mse and max_abs_w to this .npz "
-                     "file")
+                     "file (a name without a suffix gets .npz; another suffix is refused); "
+                     "checked before INPUT is read")
     rid.add_argument("--overwrite", action="store_true",
                      help="replace an existing --out file")
     rid.add_argument("-q", "--quiet", action="store_true", help="print nothing")
