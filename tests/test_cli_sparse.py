@@ -83,7 +83,7 @@ def test_a_sparse_store_is_fitted_as_it_is(tmp_path, capsys):
 @pytest.mark.parametrize("extra,fragments", [
     (["--format", "triplets", "--missing", "zero"],
      ["is a triplet file: its absent entries are unobserved, not zero; drop --missing zero"]),
-    (["--missing", "mask", "--shape", "3,3"], ["--shape describe a triplet file: pass "
+    (["--missing", "mask", "--shape", "3,3"], ["--shape describes a triplet file: pass "
                                                "--format triplets too"]),
     (["--missing", "mask", "--format", "triplets", "--shape", "3,3"],
      ["line 1: entry (row 3, column 1) lies outside the shape 3 x 3"]),

@@ -403,7 +403,7 @@ def test_every_sparse_refusal_has_a_row_in_the_docs():
                    "the sparse store at 'X.zarr' was not completely written",
                    "this dask_bid reads 'dask_bid.csc' up to version 1",
                    "is a triplet file: its absent entries are unobserved, not zero",
-                   "describe a triplet file: pass --format triplets too"):
+                   "describes a triplet file: pass --format triplets too"):
         assert re.search(re.escape(phrase), text), phrase
 
 

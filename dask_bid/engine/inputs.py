@@ -331,12 +331,14 @@ def _file_fix(path) -> str:
     if suffix == ".npy":
         return ("pass the array, numpy.load(path, mmap_mode='r') (read on demand), or write "
                 "it to Zarr once, dask_bid.engine.to_zarr(numpy.load(path, mmap_mode='r'), "
-                "'A.zarr'); `dask-bid fit` converts it by itself.")
+                "'A.zarr') or `dask-bid convert A.npy --out A.zarr`; `dask-bid fit` "
+                "converts it by itself.")
     if suffix in (".csv", ".txt", ".tsv"):
         return ("read it and pass the array (numpy.loadtxt; pandas.read_csv(path, "
                 "index_col=0) where a column holds row labels), or convert it to Zarr once "
-                "with dask_bid.interface.cli.convert_to_zarr(path, 'A.zarr'), which finds a "
-                "header and row labels as `dask-bid fit` does.")
+                "with dask_bid.interface.cli.convert_to_zarr(path, 'A.zarr') or `dask-bid "
+                "convert FILE --format dense --out A.zarr`, which find a header and row "
+                "labels as `dask-bid fit` does.")
     kind = other_file_advice(path)
     if kind is not None:
         return f"{kind}; or pass the path of a Zarr array (a directory)."

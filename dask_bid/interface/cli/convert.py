@@ -156,8 +156,14 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
         if existing.attrs.get("dask_bid_converted_from") == stamp:
             _check_reusable(existing, src, dst, fill_missing, overwrite)
             _check_layout(existing, src, dst, layout, overwrite)
+            rechunk = chunks is not None and tuple(existing.chunks) != tuple(chunks)
+            if rechunk and not overwrite:
+                raise OutputExistsError(
+                    f"{dst!r} was converted from {src!r} with chunks "
+                    f"{tuple(existing.chunks)}; pass --overwrite to convert it again with "
+                    f"{tuple(chunks)}.")
             if not (_needs_reconversion(existing, fill_missing)
-                    or _layout_differs(existing, layout)):
+                    or _layout_differs(existing, layout) or rechunk):
                 if not quiet:
                     print(f"reusing {dst} (already converted from {src})", file=sys.stderr)
                 return dst

@@ -27,14 +27,14 @@ _DEBUG_HELP = ("on an error, print the full Python traceback (also: environment 
 def build_parser() -> Parser:
     """The ``dask-bid`` argument parser, every subcommand included."""
     from ... import __version__
-    from . import demo, fit, info, plot, rid, sparse
+    from . import convert_command, demo, fit, info, plot, rid
 
     parser = Parser(prog=PROG, description="Bayesian interpolative decomposition (GBT/GBTN "
                     "Gibbs samplers) of matrices larger than memory, on Dask and Zarr.")
     parser.add_argument("-V", "--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for module in (demo, fit, rid, info, plot, sparse):
+    for module in (demo, fit, rid, info, plot, convert_command):
         p = module.add_parser(sub)
         # also after the command (`dask-bid fit ... --debug`); SUPPRESS keeps a --debug
         # given before the command

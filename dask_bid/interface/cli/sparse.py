@@ -1,5 +1,6 @@
 """Sparse input on the command line (docs/sparse.md): ``--format triplets`` for ``fit``
-and ``info``, what ``info`` says about a sparse store, and ``dask-bid convert``.
+and ``info``, what ``info`` says about a sparse store, and ``dask-bid convert``'s
+triplet files (``convert_command.py``).
 
 ``dask-bid fit ratings.tsv --format triplets --missing mask --k 20 --out fit.zarr``
 converts the (row, column, value) file once into a sparse store next to OUT
@@ -13,7 +14,7 @@ import os
 from ._core import CLIError, human_bytes, is_url, say
 
 __all__ = ["add_sparse_options", "sparse_input", "sparse_kind", "describe_sparse",
-           "sparse_info_lines", "add_parser", "run_convert"]
+           "sparse_info_lines", "convert_triplet_file"]
 
 
 def _columns(text):
@@ -45,13 +46,18 @@ def _sep(text):
     return {"tab": "\t", "\\t": "\t", "space": None, "whitespace": None}.get(text, text)
 
 
-def add_sparse_options(parser):
-    """``--format`` and the triplet file's options (for ``fit`` and ``info``)."""
+#: ``--format``'s help for ``fit`` and ``info``
+FORMAT_HELP = ("triplets: INPUT holds one observed entry per line, ROW COL VALUE (csv, tsv, "
+               "whitespace text, or parquet with the [parquet] extra); absent entries are "
+               "unobserved (fitted with --missing mask). Default: dense for files; a sparse "
+               "store is recognised")
+
+
+def add_sparse_options(parser, format_help=FORMAT_HELP):
+    """``--format`` and the triplet file's options (for ``fit``, ``info`` and
+    ``convert``)."""
     parser.add_argument("--format", choices=("dense", "triplets"), default=None,
-                        help="triplets: INPUT holds one observed entry per line, "
-                        "ROW COL VALUE (csv, tsv, whitespace text, or parquet with the "
-                        "[parquet] extra); absent entries are unobserved (fitted with --missing "
-                        "mask). Default: dense for files; a sparse store is recognised")
+                        help=format_help)
     parser.add_argument("--sep", type=_sep, default=None, metavar="SEP",
                         help="triplets: field separator (default by suffix: ',' for .csv, "
                         "tab for .tsv, whitespace; 'tab' and 'space' are accepted)")
@@ -80,8 +86,8 @@ def check_sparse_options(args):
     """Refuse triplet options without ``--format triplets``."""
     given = _given_triplet_options(args)
     if given and args.format != "triplets":
-        raise CLIError(f"{', '.join(given)} describe a triplet file: pass --format triplets "
-                       "too.")
+        raise CLIError(f"{', '.join(given)} describe{'s' if len(given) == 1 else ''} a "
+                       "triplet file: pass --format triplets too.")
 
 
 def sparse_kind(args) -> str | None:
@@ -245,14 +251,10 @@ def sparse_info_lines(info):
     return lines
 
 
-def run_convert(args):
-    """``dask-bid convert``: a triplet file into a sparse store, once."""
+def convert_triplet_file(args):
+    """``dask-bid convert --format triplets``: a triplet file into a sparse store, once."""
     from ..sparse_io import convert_triplets
 
-    if args.format != "triplets":
-        raise CLIError("dask-bid convert writes a sparse store from a triplet file: pass "
-                       "--format triplets (a dense .npy or text matrix is converted by "
-                       "dask-bid fit itself).")
     check_sparse_options(args)
     src, dst = args.input, args.out
     if is_url(src) or not os.path.isfile(src):
@@ -264,20 +266,3 @@ def run_convert(args):
     say(f"converted    {src} -> {dst} ({res.nnz} observed of {M} x {N}, "
         f"{res.nnz / (M * N):.3%})", quiet=args.quiet)
     return 0
-
-
-def add_parser(sub):
-    """Add the ``convert`` command to the subparsers ``sub``."""
-    conv = sub.add_parser("convert", help="convert a triplet file into a sparse store",
-                          description="Convert INPUT, one observed entry per line (ROW COL "
-                          "VALUE), into the sparse Zarr store OUT (docs/sparse.md), once: "
-                          "`dask-bid fit OUT --missing mask` then fits it.")
-    conv.add_argument("input", metavar="INPUT", help="a .csv, .tsv, .txt or .parquet "
-                      "triplet file")
-    conv.add_argument("--out", required=True, metavar="OUT", help="the sparse store to write")
-    conv.add_argument("--overwrite", action="store_true",
-                      help="replace an existing OUT (a sparse store or an empty directory)")
-    add_sparse_options(conv)
-    conv.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    conv.set_defaults(func=run_convert, format="triplets")
-    return conv

@@ -1,0 +1,159 @@
+"""``dask-bid convert``: a matrix file into a Zarr store, once, to fit it many times.
+
+A ``.npy`` or dense text matrix becomes a chunked Zarr v3 array (``convert.py``, the
+conversion ``fit`` makes on its way); a triplet file (ROW COL VALUE per line) becomes a
+sparse store (``sparse.py``). ``dask-bid fit OUT ...`` then reads the store as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+
+from ._core import CLIError, file_suffix, is_url, say
+from .reading import (
+    FILL_CHOICES,
+    KEEP_NAN,
+    MISSING_CHOICES,
+    TEXT_SUFFIXES,
+    add_text_options,
+    text_options,
+)
+
+__all__ = ["add_parser", "run"]
+
+_FORMAT_HELP = ("dense: INPUT is a matrix (.npy, or a .csv / .tsv / .txt table), written as "
+                "a Zarr array; triplets: INPUT holds one observed entry per line, ROW COL "
+                "VALUE, written as a sparse store (fitted with --missing mask). Default: "
+                "dense for a .npy, triplets for a text or parquet file")
+
+
+def _chunks(text):
+    try:
+        r, c = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected ROWS,COLS (e.g. 4096,1000), got {text!r}") from None
+    if r < 1 or c < 1:
+        raise argparse.ArgumentTypeError(f"chunk sizes must be >= 1, got {text!r}")
+    return (r, c)
+
+
+def _is_dense(args) -> bool:
+    if args.format is not None:
+        return args.format == "dense"
+    return file_suffix(args.input) == ".npy"
+
+
+def run(args):
+    src, dst = args.input, args.out
+    if _is_dense(args):
+        return _convert_dense(args, src, dst)
+    dense_only = [flag for flag, v in (("--fill-missing", args.fill_missing),
+                                       ("--missing", args.missing),
+                                       ("--chunks", args.chunks),
+                                       ("--row-labels", args.row_labels != "auto"),
+                                       ("--header", args.header != "auto")) if v]
+    if dense_only:
+        raise CLIError(f"{', '.join(dense_only)} appl{'y' if len(dense_only) > 1 else 'ies'} "
+                       f"to a dense matrix; {src!r} is read as a triplet file (pass --format "
+                       "dense if it is a matrix).")
+    if args.format is None and args.columns is None:
+        _refuse_a_wide_table(src, args.sep)
+    from .sparse import convert_triplet_file
+
+    args.format = "triplets"  # the default for a text file: its triplet options apply
+    return convert_triplet_file(args)
+
+
+#: a triplet line has row, column, value, and sometimes one more field (MovieLens'
+#: timestamp); a default-read line with more is a dense table, whose first three numbers
+#: would otherwise be taken for (row, column, value)
+_TRIPLET_FIELDS_MAX = 4
+
+
+def _refuse_a_wide_table(src, sep):
+    from ..sparse_io import TRIPLET_SUFFIXES
+
+    if is_url(src) or not os.path.isfile(src) or file_suffix(src) not in TEXT_SUFFIXES:
+        return
+    if sep is None:
+        sep = TRIPLET_SUFFIXES[file_suffix(src)]
+    with open(src, encoding="utf-8", errors="replace") as fh:
+        for line in itertools.islice(fh, 50):
+            if line.strip() and not line.lstrip().startswith("#"):
+                n = len(line.rstrip("\r\n").split(sep) if sep is not None else line.split())
+                break
+        else:
+            return
+    if n > _TRIPLET_FIELDS_MAX:
+        raise CLIError(f"{src!r} has {n} fields on its first line, a table rather than "
+                       "(row, column, value) triplets: pass --format dense to convert the "
+                       "matrix, or --format triplets --columns R,C,V to read those fields.")
+
+
+def _convert_dense(args, src, dst):
+    from .convert import CONVERTIBLE_SUFFIXES, convert_to_zarr, converted_fill_count
+    from .sparse import check_sparse_options
+
+    check_sparse_options(args)  # --sep, --columns ... describe a triplet file
+    if is_url(src) or file_suffix(src) not in CONVERTIBLE_SUFFIXES:
+        raise CLIError(f"--format dense converts a .npy or text file ({', '.join(TEXT_SUFFIXES)}); "
+                       f"{src!r} is not one (a Zarr array is fitted as it is).")
+    if not os.path.isfile(src):
+        raise CLIError(f"no such file: {src!r}")
+    if os.path.exists(dst) and os.path.samefile(src, dst):
+        raise CLIError(f"--out {dst!r} is INPUT itself; name a new store, e.g. --out "
+                       f"{src}.zarr.")
+    if os.path.isfile(dst):
+        raise CLIError(f"--out {dst!r} is a file; a Zarr store is a folder: name another, "
+                       "e.g. --out A.zarr.")
+    if args.fill_missing and args.missing == "mask":
+        raise CLIError("--fill-missing zero and --missing mask contradict each other: the "
+                       "first replaces NaN by 0, the second keeps NaN as missing entries.")
+    fill = KEEP_NAN if args.missing == "mask" else args.fill_missing
+    convert_to_zarr(src, dst, quiet=args.quiet, overwrite=args.overwrite, chunks=args.chunks,
+                    fill_missing=fill, **text_options(args, src))
+    import zarr
+
+    z = zarr.open_array(dst, mode="r")
+    n = converted_fill_count(dst, kept=fill == KEEP_NAN)
+    nan = ("" if not n else f", {n} NaN kept as missing entries (fit it with --missing mask)"
+           if fill == KEEP_NAN else f", {n} NaN replaced by 0")
+    say(f"converted    {src} -> {dst} ({z.shape[0]} x {z.shape[1]} {z.dtype}, chunks "
+        f"{z.chunks[0]} x {z.chunks[1]}{nan})", quiet=args.quiet)
+    return 0
+
+
+def add_parser(sub):
+    """Add the ``convert`` command to the subparsers ``sub``."""
+    from .sparse import add_sparse_options
+
+    conv = sub.add_parser(
+        "convert", help="convert a matrix or triplet file into a Zarr store, once",
+        description="Convert INPUT into a Zarr store OUT, once, so that later fits read it "
+        "as it is: a .npy or dense text matrix into a chunked Zarr v3 array (streamed in row "
+        "blocks: a file larger than memory converts too), a triplet file (one observed "
+        "entry per line, ROW COL VALUE) into a sparse store (docs/sparse.md). Then: "
+        "dask-bid fit OUT --k K --out FIT.zarr.")
+    conv.add_argument("input", metavar="INPUT", help="a .npy, .csv, .tsv, .txt file (or a "
+                      ".parquet triplet file)")
+    conv.add_argument("--out", required=True, metavar="OUT", help="the Zarr store to write")
+    conv.add_argument("--overwrite", action="store_true",
+                      help="replace an existing OUT that dask-bid wrote (or an empty "
+                      "directory); anything else is refused")
+    add_sparse_options(conv, _FORMAT_HELP)
+    conv.add_argument("--missing", choices=MISSING_CHOICES, default=None,
+                      help="dense: mask keeps every NaN as a missing entry (fit the store "
+                      "with --missing mask); default: a NaN is refused, naming its line")
+    conv.add_argument("--fill-missing", choices=FILL_CHOICES, default=None,
+                      help="dense: zero replaces every NaN by 0 (the paper's fill, recorded "
+                      "in the store)")
+    add_text_options(conv)
+    conv.add_argument("--chunks", type=_chunks, default=None, metavar="ROWS,COLS",
+                      help="dense: the Zarr chunk shape (default: about 16 MiB chunks spanning "
+                      "all columns up to 8192, as the engine streams row blocks)")
+    conv.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    conv.set_defaults(func=run)
+    return conv

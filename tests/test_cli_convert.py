@@ -1,0 +1,144 @@
+"""``dask-bid convert`` (interface/cli/convert_command.py): a dense .npy or text matrix
+into a Zarr array, a triplet file into a sparse store; what it refuses."""
+
+import numpy as np
+import pytest
+import zarr
+from test_cli import FAST, assert_one_line_error
+
+from dask_bid.interface.cli import main
+
+
+@pytest.fixture
+def npy(tmp_path):
+    A = np.random.default_rng(0).standard_normal((30, 7))
+    path = tmp_path / "a.npy"
+    np.save(path, A)
+    return path, A
+
+
+def _listing(d):
+    return sorted(p.name for p in d.iterdir())
+
+
+def test_a_npy_becomes_a_zarr_array_that_fit_reads(npy, tmp_path, capsys):
+    path, A = npy
+    store = tmp_path / "A.zarr"
+    assert main(["convert", str(path), "--out", str(store)]) == 0
+    err = capsys.readouterr().err  # phase lines, as the sparse conversion's
+    assert f"converted    {path} -> {store} (30 x 7 float64, chunks 30 x 7)" in err
+    z = zarr.open_array(store, mode="r")
+    assert z.metadata.zarr_format == 3
+    np.testing.assert_array_equal(z[...], A)
+    # the same command again reuses it
+    assert main(["convert", str(path), "--out", str(store)]) == 0
+    assert "reusing" in capsys.readouterr().err
+    fit = tmp_path / "fit.zarr"
+    assert main(["fit", str(store), "--k", "2", "--out", str(fit), "-q", *FAST]) == 0
+    assert zarr.open_group(fit, mode="r").attrs["dask_bid"]["input"]["path"].endswith(
+        "A.zarr")
+
+
+def test_chunks_are_chosen_and_other_chunks_need_overwrite(npy, tmp_path, capsys):
+    path, A = npy
+    store = tmp_path / "A.zarr"
+    assert main(["convert", str(path), "--out", str(store), "--chunks", "8,7", "-q"]) == 0
+    assert zarr.open_array(store, mode="r").chunks == (8, 7)
+    capsys.readouterr()
+    assert main(["convert", str(path), "--out", str(store), "--chunks", "10,3"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "with chunks (8, 7); pass --overwrite")
+    assert main(["convert", str(path), "--out", str(store), "--chunks", "10,3",
+                 "--overwrite", "-q"]) == 0
+    z = zarr.open_array(store, mode="r")
+    assert z.chunks == (10, 3)
+    np.testing.assert_array_equal(z[...], A)
+
+
+def test_a_text_matrix_keeps_names_and_its_nan_only_when_asked(tmp_path, capsys):
+    A = np.arange(24, dtype=float).reshape(4, 6) / 7
+    A[2, 3] = np.nan
+    rows = ["," + ",".join(f"d{j}" for j in range(6))]
+    rows += [f"cell{i}," + ",".join("" if np.isnan(v) else repr(float(v)) for v in r)
+             for i, r in enumerate(A)]
+    src = tmp_path / "m.csv"
+    src.write_text("\n".join(rows) + "\n")
+    store = tmp_path / "m.zarr"
+    # a NaN is refused, naming its line, and nothing is left behind
+    assert main(["convert", str(src), "--format", "dense", "--out", str(store)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "line 4", "--missing mask",
+                          progress_allowed=True)
+    assert _listing(tmp_path) == ["m.csv"]
+    assert main(["convert", str(src), "--format", "dense", "--out", str(store),
+                 "--missing", "mask"]) == 0
+    assert "1 NaN kept as missing entries (fit it with --missing mask)" in \
+        capsys.readouterr().err
+    z = zarr.open_array(store, mode="r")
+    np.testing.assert_array_equal(z[...], A)  # NaN where it was, the labels left out
+    assert z.attrs["dask_bid_column_names"] == [f"d{j}" for j in range(6)]
+    assert z.attrs["dask_bid_row_names"] == [f"cell{i}" for i in range(4)]
+    zero = tmp_path / "zero.zarr"
+    assert main(["convert", str(src), "--format", "dense", "--out", str(zero),
+                 "--fill-missing", "zero"]) == 0
+    assert "1 NaN replaced by 0" in capsys.readouterr().err
+    np.testing.assert_array_equal(zarr.open_array(zero, mode="r")[...], np.nan_to_num(A))
+
+
+def test_a_table_is_not_read_as_triplets_by_default(tmp_path, capsys):
+    """An integer table's first three numbers would pass for (row, column, value)."""
+    src = tmp_path / "counts.csv"
+    counts = np.random.default_rng(1).integers(1, 9, size=(5, 8))
+    np.savetxt(src, counts, delimiter=",", fmt="%d")
+    store = tmp_path / "c.zarr"
+    assert main(["convert", str(src), "--out", str(store)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "8 fields on its first line",
+                          "--format dense")
+    assert _listing(tmp_path) == ["counts.csv"]
+    assert main(["convert", str(src), "--out", str(store), "--format", "dense",
+                 "--header", "no", "-q"]) == 0
+    np.testing.assert_array_equal(zarr.open_array(store, mode="r")[...], counts)
+    # a triplet file (4 fields: MovieLens' timestamp) is still read as triplets
+    trip = tmp_path / "r.tsv"
+    trip.write_text("0\t0\t1.5\t99\n1\t1\t2.0\t98\n1\t0\t0.5\t97\n")
+    assert main(["convert", str(trip), "--out", str(tmp_path / "r.zarr"), "-q"]) == 0
+    assert zarr.open_group(tmp_path / "r.zarr", mode="r").attrs["dask_bid_sparse"]
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (["--sep", ","], "--sep describes a triplet file"),
+    (["--index-base", "1"], "--index-base describes a triplet file"),
+])
+def test_triplet_options_are_refused_for_a_dense_matrix(npy, tmp_path, capsys, extra,
+                                                        fragment):
+    path, _ = npy
+    assert main(["convert", str(path), "--out", str(tmp_path / "A.zarr"), *extra]) == 2
+    assert_one_line_error(capsys.readouterr().err, fragment)
+    assert _listing(tmp_path) == ["a.npy"]
+
+
+def test_dense_options_are_refused_for_a_triplet_file(tmp_path, capsys):
+    trip = tmp_path / "r.tsv"
+    trip.write_text("0\t0\t1.5\n1\t1\t2.0\n")
+    for extra in (["--chunks", "2,2"], ["--missing", "mask"], ["--header", "yes"]):
+        assert main(["convert", str(trip), "--out", str(tmp_path / "r.zarr"), *extra]) == 2
+        assert_one_line_error(capsys.readouterr().err, "appl", "--format dense")
+    assert _listing(tmp_path) == ["r.tsv"]
+
+
+def test_the_input_and_other_files_are_never_replaced(npy, tmp_path, capsys):
+    path, A = npy
+    before = path.read_bytes()
+    for out, fragment in ((path, "is INPUT itself"), (tmp_path / "b.npy", "is a file")):
+        if out != path:
+            np.save(out, A)
+        assert main(["convert", str(path), "--out", str(out), "--overwrite"]) == 2
+        assert_one_line_error(capsys.readouterr().err, fragment)
+    assert path.read_bytes() == before
+    mine = tmp_path / "mine.zarr"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my notes")
+    assert main(["convert", str(path), "--out", str(mine), "--overwrite"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "is not a Zarr array")
+    assert (mine / "notes.txt").read_text() == "my notes"
+    assert main(["convert", str(path), "--out", str(tmp_path / "x.zarr"),
+                 "--chunks", "0,3"]) == 2
+    assert "chunk sizes must be >= 1" in capsys.readouterr().err
