@@ -191,8 +191,9 @@ class BayesianID:
         "zero": A must be finite; NaN or infinity is refused (the paper fills missing
         entries with 0 after standardising). "mask": a NaN is a missing entry, left out of
         the likelihood, in memory and on the Dask engine (docs/engine.md, "Missing
-        entries"; or pass ``mask=``, a boolean array of A's shape, to ``fit``); infinity is
-        still refused.
+        entries"; or pass ``mask=``, a boolean array of A's shape, to ``fit``); a basis
+        column's own missing entries count as 0 in C W (docs/model.md, "The masked
+        likelihood"); infinity is still refused.
     n_trace_columns : int, default=10
         Number of evenly spaced columns whose W draws are kept for diagnostics.
     trace_columns : sequence of int or str, optional
