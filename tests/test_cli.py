@@ -194,6 +194,40 @@ def test_existing_output_resume_and_overwrite(data, tmp_path, capsys):
     assert open_result(out).model == "gbtn"
 
 
+def test_resume_after_the_text_input_changed(data, tmp_path, capsys):
+    """--resume with a file that changed since its conversion is refused before anything
+    is converted again; with --overwrite it is converted again and the fit's checksum
+    decides: other content refused, the same content (a copy: only its time changed)
+    resumed."""
+    d, _, _ = data
+    src = tmp_path / "m.csv"
+    original = (d / "a.csv").read_bytes()
+    src.write_bytes(original)
+    out = tmp_path / "r.zarr"
+    args = ["fit", str(src), "--k", "3", "--out", str(out), *FAST, "-q"]
+    assert main(args) == 0
+    first = open_result(out)
+    store = tmp_path / "m.csv.zarr"
+    stamp = (store / "zarr.json").stat().st_mtime_ns
+    capsys.readouterr()
+    lines = original.decode().splitlines()
+    lines[1] = lines[1].replace(lines[1].split(",")[0], "7.5", 1)  # one entry changed
+    src.write_text("\n".join(lines) + "\n")
+    assert main([*args, "--resume"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "changed (size or time) since",
+                          "restore the file", "add --overwrite")
+    assert (store / "zarr.json").stat().st_mtime_ns == stamp  # not converted again
+    assert main([*args, "--resume", "--overwrite"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "the input's content differs",
+                          progress_allowed=True)
+    assert_same_trace(open_result(out).trace_, first.trace_)  # the fit is untouched
+    src.write_bytes(original)  # the same content again, a new time
+    assert main([*args, "--resume"]) == 2
+    assert "changed (size or time)" in capsys.readouterr().err
+    assert main([*args, "--resume", "--overwrite"]) == 0
+    assert_same_trace(open_result(out).trace_, first.trace_)
+
+
 @pytest.mark.parametrize("argv, fragments", [
     (["fit", "{d}/missing.npy", "--k", "2", "--out", "{t}/o.zarr"], ["no such file"]),
     (["fit", "{d}/a.npy", "--k", "30", "--out", "{t}/o.zarr", "--scheduler", "synchronous"],

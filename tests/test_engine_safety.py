@@ -206,6 +206,27 @@ def test_resume_with_another_matrix_of_the_same_shape_is_refused(store, tmp_path
     assert_same_chain(bayesian_id(store, K, **KW, **SYNC), res)
 
 
+def test_a_complete_fit_is_returned_only_for_its_own_input(store, tmp_path):
+    """resume=True on a complete fit returns the stored result, after one read of the
+    input for its checksum: another matrix of the same shape is refused (before, the
+    stored fit of the old matrix came back as the result of the new one), the same
+    matrix copied elsewhere gets the stored result, and nothing is written."""
+    out = str(tmp_path / "fit.zarr")
+    first = bayesian_id(store, K, out=out, **KW, **SYNC)
+    stored = tree_digest(out)
+    other = str(tmp_path / "B.zarr")
+    to_zarr(_matrix(seed=9), other, chunks=CHUNKS)
+    with pytest.raises(InputChangedError, match="content differs"):
+        bayesian_id(other, K, out=out, resume=True, **KW, **SYNC)
+    assert tree_digest(out) == stored, "a refused resume touched the stored fit"
+    copy = str(tmp_path / "copy.zarr")
+    to_zarr(_matrix(), copy, chunks=CHUNKS)
+    again = bayesian_id(copy, K, out=out, resume=True, **KW, **SYNC)
+    np.testing.assert_array_equal(again.draws_sigma2, first.draws_sigma2)
+    np.testing.assert_array_equal(again.columns, first.columns)
+    assert tree_digest(out) == stored
+
+
 def test_resume_with_another_dtype_is_refused_before_any_pass(store, tmp_path):
     out = str(tmp_path / "fit.zarr")
     _interrupted(store, out)

@@ -272,6 +272,16 @@ def _stored_nan(existing):
     return fill, n
 
 
+def source_changed(src, dst) -> bool:
+    """Whether ``dst`` exists as a conversion of another version of the file ``src``
+    (``fit --resume`` refuses it before converting again: the fit started on the old
+    one)."""
+    existing = _open_existing(dst)
+    if existing is None or _unfinished(existing):
+        return False
+    return existing.attrs.get("dask_bid_converted_from") != _source_stamp(src)
+
+
 def _needs_reconversion(existing, fill_missing) -> bool:
     # a file without NaN converts to the same store whatever the treatment of NaN
     fill, n = _stored_nan(existing)

@@ -27,6 +27,7 @@ from .convert import (
     converted_subnormal_count,
     input_column_names,
     input_shape,
+    source_changed,
 )
 from .plotting import (
     check_png_replaceable,
@@ -260,6 +261,15 @@ def run(args):
         say(f"replacing    {out} (a failed fit: {failed})", quiet=args.quiet)
     if convertible:
         dst = converted_path(src, out)
+        if args.resume and not args.overwrite and source_changed(src, dst):
+            # with --overwrite it is converted again, and the fit's checksum decides
+            raise CLIError(
+                f"--resume, but {args.input!r} changed (size or time) since {dst!r} was "
+                f"converted from it for the fit at {out!r}, and a fit resumes only on the "
+                "matrix it started on: restore the file; or, if only its time changed (a "
+                "copy, a touch), add --overwrite to convert it again (the fit then resumes "
+                "if the content is the same); or fit the new file from the start: "
+                "--overwrite without --resume.")
         if file_suffix(src) != ".npy":
             line = labels_line(detect_text_layout(src, **text), src)
             if line:
