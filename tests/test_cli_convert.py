@@ -142,3 +142,10 @@ def test_the_input_and_other_files_are_never_replaced(npy, tmp_path, capsys):
     assert main(["convert", str(path), "--out", str(tmp_path / "x.zarr"),
                  "--chunks", "0,3"]) == 2
     assert "chunk sizes must be >= 1" in capsys.readouterr().err
+    # a store is not converted again (rechunking is dask's)
+    assert main(["convert", str(path), "--out", str(tmp_path / "A.zarr"), "-q"]) == 0
+    for fmt in ([], ["--format", "dense"], ["--format", "triplets"]):
+        assert main(["convert", str(tmp_path / "A.zarr"), "--out", str(tmp_path / "B.zarr"),
+                     *fmt]) == 2
+        assert_one_line_error(capsys.readouterr().err, "is not a file", "fitted as it is")
+    assert not (tmp_path / "B.zarr").exists()

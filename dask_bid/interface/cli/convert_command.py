@@ -48,6 +48,14 @@ def _is_dense(args) -> bool:
 
 def run(args):
     src, dst = args.input, args.out
+    if is_url(src) and file_suffix(src) != ".zarr":
+        raise CLIError(f"dask-bid convert reads a local file; {src!r} is a URL: copy the "
+                       "file here first.")
+    if is_url(src) or os.path.isdir(src):
+        # a store already: nothing to convert (its chunks are the reader's business)
+        raise CLIError(f"{src!r} is not a file: dask-bid convert reads a .npy, text or "
+                       "triplet file; a Zarr store is fitted as it is (to rechunk it: "
+                       "dask.array.from_zarr(IN).rechunk((ROWS, COLS)).to_zarr(OUT)).")
     if _is_dense(args):
         return _convert_dense(args, src, dst)
     dense_only = [flag for flag, v in (("--fill-missing", args.fill_missing),
