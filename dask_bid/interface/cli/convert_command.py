@@ -106,9 +106,9 @@ def _convert_dense(args, src, dst):
     from .sparse import check_sparse_options
 
     check_sparse_options(args)  # --sep, --columns ... describe a triplet file
-    if is_url(src) or file_suffix(src) not in CONVERTIBLE_SUFFIXES:
-        raise CLIError(f"--format dense converts a .npy or text file ({', '.join(TEXT_SUFFIXES)}); "
-                       f"{src!r} is not one (a Zarr array is fitted as it is).")
+    if file_suffix(src) not in CONVERTIBLE_SUFFIXES:
+        raise CLIError(f"--format dense converts a .npy or text file "
+                       f"({', '.join(TEXT_SUFFIXES)}); {src!r} is not one.")
     if not os.path.isfile(src):
         raise CLIError(f"no such file: {src!r}")
     if os.path.exists(dst) and os.path.samefile(src, dst):

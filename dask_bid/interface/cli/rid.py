@@ -6,7 +6,16 @@ import os
 
 import numpy as np
 
-from ._core import file_suffix, fmt_g, is_url, nonneg_int, positive_int, print_lines, short_list
+from ._core import (
+    CLIError,
+    file_suffix,
+    fmt_g,
+    is_url,
+    nonneg_int,
+    positive_int,
+    print_lines,
+    short_list,
+)
 from .convert import CONVERTIBLE_SUFFIXES, input_column_names, load_in_memory
 from .reading import FILL_CHOICES, add_names_option, add_text_options, text_options
 from .report import shown_names
@@ -21,8 +30,6 @@ def run(args):
     if out is not None:
         _check_npz_out(out, args.overwrite)
     if args.fill_missing and (is_url(src) or file_suffix(src) not in CONVERTIBLE_SUFFIXES):
-        from ._core import CLIError
-
         raise CLIError(f"--fill-missing applies to .npy and text files; the Zarr array "
                        f"{src!r} is read as is: fill its NaN first.")
     convertible = not is_url(src) and file_suffix(src) in CONVERTIBLE_SUFFIXES
@@ -82,8 +89,6 @@ def _npz_out(out):
     """The file ``--out`` names: OUT itself when it ends in .npz, OUT.npz when it has no
     suffix (numpy's rule); any other suffix is refused, since ``x.zarr`` or ``x.csv``
     would promise a format rid does not write."""
-    from ._core import CLIError
-
     if out.endswith(("/", os.sep)) or os.path.isdir(out):
         raise CLIError(f"--out {out!r} is a folder; rid writes one .npz file: give a "
                        "file name, e.g. --out rid.npz.")
