@@ -68,6 +68,9 @@ def main(argv=None):
     ap.add_argument("--n-iter", type=int, default=None,
                     help="iterations of the collapsed runs (default: the library's, 1000); "
                     "the burn-in stays the library's (200) unless --burn-in")
+    ap.add_argument("--missing", choices=("zero", "mask"), default="zero",
+                    help="zero: the paper's zero fill (default); mask: the missing entries "
+                    "left out of the likelihood (loaded as NaN, fitted with missing='mask')")
     ap.add_argument("--burn-in", type=int, default=None,
                     help="burn-in of the collapsed runs (default: the library's, 200); a "
                     "tempered warm-up is at most the burn-in")
@@ -75,9 +78,10 @@ def main(argv=None):
     print(f"command: python {' '.join(sys.argv)}")
     print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}")
     for name in args.datasets:
-        A = load_dataset(name, args.data, n_copies=args.n_copies).data
+        fill = {"fill_value": np.nan} if args.missing == "mask" else {}
+        A = load_dataset(name, args.data, n_copies=args.n_copies, **fill).data
         K = args.k or CASES[name]
-        print(f"\n## {name} {A.shape[0]} x {A.shape[1]}, K = {K}")
+        print(f"\n## {name} {A.shape[0]} x {A.shape[1]}, K = {K}, missing={args.missing!r}")
         rows = []
         for label in args.samplers:
             starts = [("random", {"init": "random"})]
@@ -86,6 +90,8 @@ def main(argv=None):
                           if s[0] in args.starts]
             for start, extra in starts:
                 kw = {**SAMPLERS[label], **extra}
+                if args.missing == "mask":
+                    kw["missing"] = "mask"
                 if label == "collapsed":
                     for name in ("search_warmup", "tempered_warmup"):
                         w = getattr(args, name)
