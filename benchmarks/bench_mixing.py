@@ -117,6 +117,14 @@ def main(argv=None):
                 n0 = A.shape[1] // args.n_copies
                 orig = [{c % n0 for c in b} for b in last]
                 same = [len(orig[i] & orig[j]) for i, j in pairs]
+                # how the basis moved: changes between retained draws, and those that
+                # changed the set of original columns (not only a column for its copy)
+                dc = est.result_.draws_columns
+                moved = int(np.any(dc[:, 1:] != dc[:, :-1], axis=2).sum())
+                o = np.sort(dc % n0, axis=2)
+                moved_orig = int(np.any(o[:, 1:] != o[:, :-1], axis=2).sum())
+                print(f"    basis changes between retained draws: {moved}, of which "
+                      f"{moved_orig} changed the original columns", flush=True)
                 print(f"    columns shared by the chains' last bases, pair by pair: {shared} "
                       f"of {K} ({same} counting a copy as its column); "
                       f"{est.convergence_.problems or 'converged'}", flush=True)
