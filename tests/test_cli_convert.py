@@ -83,6 +83,28 @@ def test_a_text_matrix_keeps_names_and_its_nan_only_when_asked(tmp_path, capsys)
     np.testing.assert_array_equal(zarr.open_array(zero, mode="r")[...], np.nan_to_num(A))
 
 
+def test_a_store_that_keeps_its_nan_is_fitted_masked(tmp_path, capsys):
+    """A store converted with --missing mask records its kept NaN: ``fit`` then takes
+    --missing mask (saying so), and refuses --missing zero before anything is written
+    (before, the fit failed on the first NaN after sampling had begun)."""
+    A = np.random.default_rng(3).standard_normal((20, 6))
+    A[4, 1] = np.nan
+    np.save(tmp_path / "a.npy", A)
+    store = tmp_path / "A.zarr"
+    assert main(["convert", str(tmp_path / "a.npy"), "--out", str(store), "--missing",
+                 "mask", "-q"]) == 0
+    out = tmp_path / "f.zarr"
+    assert main(["fit", str(store), "--k", "2", "--out", str(out), *FAST]) == 0
+    err = capsys.readouterr().err
+    assert f"missing      {store} keeps 1 NaN as missing entries" in err
+    assert zarr.open_group(out, mode="r").attrs["dask_bid"]["params"]["missing"] == "mask"
+    assert main(["fit", str(store), "--k", "2", "--out", str(tmp_path / "g.zarr"),
+                 "--missing", "zero", *FAST]) == 2
+    assert_one_line_error(capsys.readouterr().err, "keeps 1 NaN as missing entries",
+                          "drop --missing zero")
+    assert not (tmp_path / "g.zarr").exists()
+
+
 def test_a_table_is_not_read_as_triplets_by_default(tmp_path, capsys):
     """An integer table's first three numbers would pass for (row, column, value)."""
     src = tmp_path / "counts.csv"

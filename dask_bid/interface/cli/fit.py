@@ -187,6 +187,23 @@ def _n_observed(store) -> int:
     return open_sparse(store).nnz
 
 
+def _missing_of_a_converted_store(args, params, src):
+    """A store converted with --missing mask (NaN kept as missing entries, recorded in
+    it) is fitted with --missing mask when --missing is not given, and refused at once
+    with --missing zero: before, the fit failed on its first NaN after sampling began."""
+    n = converted_fill_count(src, kept=True)
+    if not n:
+        return
+    if args.missing is None:
+        params["missing"] = "mask"
+        say(f"missing      {src} keeps {n} NaN as missing entries (it was converted with "
+            "--missing mask): --missing mask", quiet=args.quiet)
+    elif args.missing == "zero":
+        raise CLIError(f"{src!r} keeps {n} NaN as missing entries (converted with --missing "
+                       "mask): drop --missing zero to fit its observed entries, or convert "
+                       "the file again with --fill-missing zero for the paper's zero fill.")
+
+
 def _nan_message(exc, src, masked=False) -> str:
     """The engine's NaN refusal, in command-line terms (it speaks of missing='mask')."""
     if masked:  # only infinity is refused then: the engine's words fit as they are
@@ -223,6 +240,9 @@ def run(args):
         params["missing"] = "mask"
         say(f"missing      the absent entries of {sparse_kind(args)} are unobserved: "
             "--missing mask", quiet=args.quiet)
+    elif (sparse_kind(args) is None and not is_url(src)
+          and file_suffix(src) not in CONVERTIBLE_SUFFIXES):
+        _missing_of_a_converted_store(args, params, src)
     masked = params.get("missing") == "mask"
     if args.format == "triplets":  # parameters first: the conversion reads the file twice
         _validate_early(args.k, params, None, resume_at=out if args.resume else None)
@@ -494,7 +514,8 @@ def add_parser(sub):
                      help="mask: NaN marks a missing entry, left out of the likelihood (the "
                      "fit uses the observed entries only; a .npy or text INPUT keeps its NaN "
                      "when converted; the default for a triplet file or sparse store, whose "
-                     "absent entries are unobserved); zero (default otherwise): every entry "
+                     "absent entries are unobserved, and for a store converted with --missing "
+                     "mask that kept NaN); zero (default otherwise): every entry "
                      "counts, and a NaN is refused unless --fill-missing zero fills it")
     fit.add_argument("--fill-missing", choices=FILL_CHOICES, default=None,
                      help="zero: replace every NaN (missing value) of a .npy or text INPUT "
