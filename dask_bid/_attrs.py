@@ -4,7 +4,7 @@ A module of constants only, so that the command line can name them without impor
 engine (``dask-bid --help`` answers in a fraction of a second).
 """
 
-__all__ = ["COLUMN_NAMES_ATTR", "COLUMN_NAMES_MAX", "ROW_NAMES_ATTR"]
+__all__ = ["COLUMN_NAMES_ATTR", "COLUMN_NAMES_MAX", "ROW_NAMES_ATTR", "MISSING_ATTR"]
 
 #: Attribute of an input store holding the names of its columns (a list of N strings),
 #: written by the command line's conversion of a text file with a header; a fit of the
@@ -17,3 +17,8 @@ COLUMN_NAMES_MAX = 100_000
 #: written by the command line's conversion of a text file with row labels; a fit of
 #: the store keeps them in its result (``attrs["dask_bid"]["sample_names"]``).
 ROW_NAMES_ATTR = "dask_bid_row_names"
+#: Attribute of a store converted from a .npy or text file: ``{"fill": "zero", "keep" or
+#: None, "n_filled": int, "n_kept": int}`` (NaN replaced by 0 with --fill-missing zero; NaN
+#: kept as the missing-entry marker with --missing mask). A fit of a store that kept NaN
+#: needs ``missing="mask"``; it is refused at once without it.
+MISSING_ATTR = "dask_bid_missing"

@@ -85,8 +85,9 @@ def test_a_text_matrix_keeps_names_and_its_nan_only_when_asked(tmp_path, capsys)
 
 def test_a_store_that_keeps_its_nan_is_fitted_masked(tmp_path, capsys):
     """A store converted with --missing mask records its kept NaN: ``fit`` then takes
-    --missing mask (saying so), and refuses --missing zero before anything is written
-    (before, the fit failed on the first NaN after sampling had begun)."""
+    --missing mask (saying so), and refuses --missing zero before anything is written,
+    as the Python API refuses missing="zero" (before, both failed on the first NaN after
+    sampling had begun)."""
     A = np.random.default_rng(3).standard_normal((20, 6))
     A[4, 1] = np.nan
     np.save(tmp_path / "a.npy", A)
@@ -103,6 +104,13 @@ def test_a_store_that_keeps_its_nan_is_fitted_masked(tmp_path, capsys):
     assert_one_line_error(capsys.readouterr().err, "keeps 1 NaN as missing entries",
                           "drop --missing zero")
     assert not (tmp_path / "g.zarr").exists()
+    # the Python API does not choose for the user: it refuses at once, naming the fix
+    from dask_bid import NonFiniteInputError, bayesian_id
+
+    with pytest.raises(NonFiniteInputError, match="keeps 1 NaN as missing entries.*"
+                                                  "missing='mask'"):
+        bayesian_id(str(store), 2, client="synchronous", out=str(tmp_path / "h.zarr"))
+    assert not (tmp_path / "h.zarr").exists()
 
 
 def test_a_table_is_not_read_as_triplets_by_default(tmp_path, capsys):

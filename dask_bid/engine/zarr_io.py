@@ -22,7 +22,7 @@ import shutil
 
 import numpy as np
 
-from .._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX, ROW_NAMES_ATTR
+from .._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX, MISSING_ATTR, ROW_NAMES_ATTR
 from .._errors import OutputExistsError, OutputLocationError
 
 __all__ = [
@@ -523,6 +523,17 @@ def valid_column_names(names, n_cols):
     if len(names) != n_cols or not all(isinstance(n, str) for n in names):
         return None
     return names
+
+
+def stored_kept_nan(array) -> int:
+    """How many NaN a converted input store kept as missing entries (its
+    ``dask_bid_missing`` attribute, written with ``--missing mask``); 0 if none or
+    unknown."""
+    try:
+        missing = array.attrs.get(MISSING_ATTR) or {}
+        return int(missing.get("n_kept") or 0) if missing.get("fill") == "keep" else 0
+    except Exception:
+        return 0
 
 
 def stored_column_names(array, axis=1):

@@ -237,7 +237,16 @@ def _fit(src, p, names, rows, engine_kw) -> BIDResult:
         return _named(fit_scaled_in_memory(np.where(mask, X, 0.0), p, lambda X, p: _fit_memory(
             X, p, mask=mask, callback=engine_kw.get("callback"))), names, rows, X)
     # numpy input is checked at once, before an engine run creates any output;
-    # dask and Zarr input are checked in the engine's first streaming pass
+    # dask and Zarr input are checked in the engine's first streaming pass, but a store
+    # converted with --missing mask says in its metadata that it holds NaN
+    if src.kind == "zarr":
+        from ..engine.zarr_io import stored_kept_nan
+
+        n_kept = stored_kept_nan(src.array)
+        if n_kept:
+            raise NonFiniteInputError(
+                f"the Zarr input keeps {n_kept} NaN as missing entries (it was converted "
+                "with --missing mask): pass missing='mask' to fit its observed entries.")
     if src.kind == "numpy" and not np.isfinite(src.array).all():
         bad = int(np.size(src.array) - np.count_nonzero(np.isfinite(src.array)))
         raise NonFiniteInputError(
