@@ -70,7 +70,7 @@ def test_a_text_matrix_keeps_names_and_its_nan_only_when_asked(tmp_path, capsys)
     assert _listing(tmp_path) == ["m.csv"]
     assert main(["convert", str(src), "--format", "dense", "--out", str(store),
                  "--missing", "mask"]) == 0
-    assert "1 NaN kept as missing entries (fit it with --missing mask)" in \
+    assert "1 NaN kept as missing entries (fitted with --missing mask)" in \
         capsys.readouterr().err
     z = zarr.open_array(store, mode="r")
     np.testing.assert_array_equal(z[...], A)  # NaN where it was, the labels left out

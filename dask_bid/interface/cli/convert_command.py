@@ -127,7 +127,7 @@ def _convert_dense(args, src, dst):
 
     z = zarr.open_array(dst, mode="r")
     n = converted_fill_count(dst, kept=fill == KEEP_NAN)
-    nan = ("" if not n else f", {n} NaN kept as missing entries (fit it with --missing mask)"
+    nan = ("" if not n else f", {n} NaN kept as missing entries (fitted with --missing mask)"
            if fill == KEEP_NAN else f", {n} NaN replaced by 0")
     say(f"converted    {src} -> {dst} ({z.shape[0]} x {z.shape[1]} {z.dtype}, chunks "
         f"{z.chunks[0]} x {z.chunks[1]}{nan})", quiet=args.quiet)
@@ -153,8 +153,9 @@ def add_parser(sub):
                       "directory); anything else is refused")
     add_sparse_options(conv, _FORMAT_HELP)
     conv.add_argument("--missing", choices=MISSING_CHOICES, default=None,
-                      help="dense: mask keeps every NaN as a missing entry (fit the store "
-                      "with --missing mask); default: a NaN is refused, naming its line")
+                      help="dense: mask keeps every NaN as a missing entry (a fit of the "
+                      "store then takes --missing mask by itself); default: a NaN is refused, "
+                      "naming its line")
     conv.add_argument("--fill-missing", choices=FILL_CHOICES, default=None,
                       help="dense: zero replaces every NaN by 0 (the paper's fill, recorded "
                       "in the store)")
