@@ -265,6 +265,25 @@ def test_info_counts_nan_of_a_npy(tmp_path, capsys):
     assert '"n_nan": 2' in capsys.readouterr().out
 
 
+def test_info_says_what_fit_does_with_the_nan_of_a_store(tmp_path, capsys):
+    """A file: --missing mask or --fill-missing zero; a store: --missing mask, or fill the
+    store (--fill-missing applies to files only); a store converted with --missing mask:
+    fit takes it by itself."""
+    from dask_bid.engine import to_zarr
+
+    A = np.arange(12.0).reshape(4, 3)
+    A[0, 1] = np.nan
+    to_zarr(A, str(tmp_path / "raw.zarr"))
+    assert main(["info", str(tmp_path / "raw.zarr")]) == 0
+    text = capsys.readouterr().out
+    assert "fill them in the store" in text and "or --fill-missing zero (" not in text
+    np.save(tmp_path / "a.npy", A)
+    assert main(["convert", str(tmp_path / "a.npy"), "--out", str(tmp_path / "k.zarr"),
+                 "--missing", "mask", "-q"]) == 0
+    assert main(["info", str(tmp_path / "k.zarr")]) == 0
+    assert "fits it with --missing mask by itself" in capsys.readouterr().out
+
+
 def test_paper_data_file_from_the_command_line(shared_data_dir, tmp_path, capsys):
     """The README's user on the paper's CCLE IC50 file: a clear refusal naming the flag,
     nothing left behind, then the fit with the paper's zero fill."""

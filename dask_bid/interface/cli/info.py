@@ -63,7 +63,16 @@ def _missing_lines(info) -> list[str]:
     lines = [f"  missing    {n_nan} NaN entries ({n_nan / total:.1%})"
              + (f", {n_inf} infinite" if n_inf else ""),
              f"  observed   {total - n_nan} of {total} entries ({(total - n_nan) / total:.1%})"]
-    if n_nan:
+    kept = (info.get("filled") or {}).get("fill") == KEEP_NAN
+    if n_nan and kept:
+        lines.append("  note       converted with --missing mask: `dask-bid fit` fits it with "
+                     "--missing mask by itself (the observed entries only)")
+    elif n_nan and info.get("kind") == "zarr array":
+        lines.append("  note       `dask-bid fit` refuses NaN unless --missing mask (the fit "
+                     "uses the observed entries only); for the paper's zero fill, fill them "
+                     "in the store (or fit the .npy or text file it came from with "
+                     "--fill-missing zero)")
+    elif n_nan:
         lines.append("  note       `dask-bid fit` refuses NaN unless --missing mask (the fit "
                      "uses the observed entries only) or --fill-missing zero (NaN replaced "
                      "by 0, the paper's fill)")
