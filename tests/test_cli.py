@@ -194,6 +194,19 @@ def test_existing_output_resume_and_overwrite(data, tmp_path, capsys):
     assert open_result(out).model == "gbtn"
 
 
+def test_out_where_the_conversion_goes_is_refused(data, tmp_path, capsys):
+    """--out naming the conversion's own store (<folder of OUT>/<file name>.zarr) is
+    refused with a name to use, before anything is converted."""
+    d, _, _ = data
+    src = tmp_path / "a.npy"
+    src.write_bytes((d / "a.npy").read_bytes())
+    out = tmp_path / "a.npy.zarr"
+    assert main(["fit", str(src), "--k", "2", "--out", str(out), *FAST]) == 2
+    assert_one_line_error(capsys.readouterr().err, "is where", "is converted to",
+                          "a-fit.zarr")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy"]
+
+
 def test_resume_after_the_text_input_changed(data, tmp_path, capsys):
     """--resume with a file that changed since its conversion is refused before anything
     is converted again; with --overwrite it is converted again and the fit's checksum

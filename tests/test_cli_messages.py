@@ -218,6 +218,7 @@ OTHER_ROWS = ("NaN in a Zarr input", "error-k over fits of different inputs",
               "permission denied", "an error inside a library",
               "rid --overwrite onto a file rid did not write",  # test_cli.py
               "rid --out with a suffix other than .npz, or a folder",  # test_cli.py
+              "fit --out naming the store a .npy or text INPUT is converted to",
               # test_cli_convert.py
               "--missing zero with a store converted with --missing mask that kept NaN",
               "fit --resume after the .npy or text INPUT changed (size or time) since "

@@ -144,7 +144,14 @@ def _check_out_free(out, args):
 
     inputs = [args.input]
     if not is_url(args.input) and file_suffix(args.input) in CONVERTIBLE_SUFFIXES:
-        inputs.append(converted_path(args.input, out))
+        dst = converted_path(args.input, out)
+        if not is_url(out) and os.path.abspath(out) == os.path.abspath(dst):
+            stem = os.path.splitext(os.path.basename(args.input))[0]
+            raise CLIError(
+                f"--out {out!r} is where {args.input!r} is converted to (the conversion goes "
+                "to <folder of OUT>/<file name>.zarr): choose another --out, e.g. "
+                f"{os.path.join(os.path.dirname(out), stem + '-fit.zarr')!r}.")
+        inputs.append(dst)
     check_output(out, inputs=inputs, overwrite=args.overwrite, resume=args.resume,
                  flags={"overwrite": "--overwrite", "resume": "--resume", "out": "--out"})
 
