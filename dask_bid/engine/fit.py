@@ -618,9 +618,7 @@ class _Fit:
         """Checks before any chain state is touched: on resume the input's checksum."""
         if not self.existing:
             return
-        if self.stored_checksum is not None:
-            now = backends[0].checksum_pass()
-            compare_checksum(self.stored_checksum, now, local_path(self.out))
+        self._check_checksum(backends[0])
         self.marking = True
         # names given to a resumed fit replace the stored ones (else they are those)
         named = {k: self.meta[k] for k in ("feature_names", "sample_names")
@@ -634,6 +632,13 @@ class _Fit:
                             continued_from_chains=self.continued_chains, **named)
         else:
             self._set_attrs(status="running", error=None, **named)
+
+    def _check_checksum(self, backend):
+        """One read of A by ``backend``, compared with the checksum the stored fit
+        recorded (InputChangedError on a mismatch); nothing without one."""
+        if self.stored_checksum is not None:
+            compare_checksum(self.stored_checksum, backend.checksum_pass(),
+                             local_path(self.out))
 
     def _continued(self):
         """(n_iter, n_chains) of the finished fit this one continued (this call's, or as
@@ -716,10 +721,18 @@ class _Fit:
                 current = (ex.client.as_current() if ex.is_distributed
                            else contextlib.nullcontext())
                 with current:
+                    source = Source(src, layout, ex, scale_log2=scale)
+                    if check_only:
+                        # one backend's read of A: no chain, checkpoint or candidate budget
+                        backends.append(Backend(source, ex, trace_cols=trace_cols, chain=0))
+                        try:
+                            self._check_checksum(backends[0])
+                        finally:
+                            source.close()
+                        return None
                     # n_candidates="auto" from the workers' memory (never changes the chain)
                     cfg = chain_config(p, N, **candidate_memory(ex, layout, p["n_chains"]),
                                        settings_n_iter=self.settings_n_iter)
-                    source = Source(src, layout, ex, scale_log2=scale)
                     ckpt = Checkpointer(spec)
                     if not self.existing:
                         ckpt.remove_all()  # a first attempt's, when rescaled
@@ -733,11 +746,6 @@ class _Fit:
                         runners.append(_ChainRunner(be, cfg, self.entropy, c, ckpt,
                                                     self.every, self.callback,
                                                     stop=latch.check))
-                    if check_only:
-                        now = backends[0].checksum_pass()
-                        source.close()
-                        compare_checksum(self.stored_checksum, now, local_path(self.out))
-                        return None
                     self._start(ex, source, backends, scale)
                     for c, runner in enumerate(runners):
                         state = None

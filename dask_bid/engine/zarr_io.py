@@ -525,12 +525,12 @@ def valid_column_names(names, n_cols):
     return names
 
 
-def stored_kept_nan(array) -> int:
-    """How many NaN a converted input store kept as missing entries (its
-    ``dask_bid_missing`` attribute, written with ``--missing mask``); 0 if none or
+def stored_kept_nan(attrs) -> int:
+    """How many NaN a converted input store kept as missing entries, from its attributes
+    ``attrs`` (``dask_bid_missing``, written with ``--missing mask``); 0 if none or
     unknown."""
     try:
-        missing = array.attrs.get(MISSING_ATTR) or {}
+        missing = attrs.get(MISSING_ATTR) or {}
         return int(missing.get("n_kept") or 0) if missing.get("fill") == "keep" else 0
     except Exception:
         return 0

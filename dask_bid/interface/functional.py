@@ -242,7 +242,7 @@ def _fit(src, p, names, rows, engine_kw) -> BIDResult:
     if src.kind == "zarr":
         from ..engine.zarr_io import stored_kept_nan
 
-        n_kept = stored_kept_nan(src.array)
+        n_kept = stored_kept_nan(src.array.attrs)
         if n_kept:
             raise NonFiniteInputError(
                 f"the Zarr input keeps {n_kept} NaN as missing entries (it was converted "

@@ -352,9 +352,13 @@ def _stored_count(path, read) -> int:
 
 def converted_fill_count(path, kept=False) -> int:
     """How many NaN the conversion at ``path`` replaced by 0, or with ``kept`` kept as
-    missing entries (``--missing mask``); 0 if none or unknown."""
-    return _stored_count(path, lambda attrs: (attrs.get(MISSING_ATTR) or {}).get(
-        "n_kept" if kept else "n_filled"))
+    missing entries (``--missing mask``; the engine's reading, which the Python API
+    refuses missing="zero" by); 0 if none or unknown."""
+    if kept:
+        from ...engine.zarr_io import stored_kept_nan
+
+        return _stored_count(path, stored_kept_nan)
+    return _stored_count(path, lambda attrs: (attrs.get(MISSING_ATTR) or {}).get("n_filled"))
 
 
 def converted_subnormal_count(path) -> int:

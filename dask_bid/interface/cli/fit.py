@@ -241,14 +241,14 @@ def run(args):
     check_png_replaceable(plot_paths(kinds, plot_stem(out)))  # before any work
     params = params_from_args(args)
     src = args.input
-    if args.missing is None and sparse_kind(args) is not None:
+    kind = sparse_kind(args)
+    if args.missing is None and kind is not None:
         # the absent entries of a triplet file or sparse store are unobserved: the one
         # reading of them (--missing zero is refused, cli/sparse.py)
         params["missing"] = "mask"
-        say(f"missing      the absent entries of {sparse_kind(args)} are unobserved: "
-            "--missing mask", quiet=args.quiet)
-    elif (sparse_kind(args) is None and not is_url(src)
-          and file_suffix(src) not in CONVERTIBLE_SUFFIXES):
+        say(f"missing      the absent entries of {kind} are unobserved: --missing mask",
+            quiet=args.quiet)
+    elif kind is None and not is_url(src) and file_suffix(src) not in CONVERTIBLE_SUFFIXES:
         _missing_of_a_converted_store(args, params, src)
     masked = params.get("missing") == "mask"
     if args.format == "triplets":  # parameters first: the conversion reads the file twice

@@ -128,6 +128,7 @@ def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
     off = float(np.abs(res.components[:, rest]).max()) if rest.size else None
     more = continued_words(getattr(res, "continued_from", None),
                            getattr(res, "continued_from_chains", None))
+    conv = res.convergence()
     lines = [
         f"model        {str(p.get('model', '?')).upper()} "
         f"({sampler_label(p)} sampler), K = {K}, "
@@ -142,11 +143,11 @@ def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
         f"MSE          {mse_words(res.mse, res.mse_observed)}",
         "sigma2       " + sigma2_words(res.sigma2,
                                        sigma2_interval90(res.draws_sigma2, p.get("sampler")),
-                                       res.convergence().converged),
+                                       conv.converged),
         f"max|W|       {fmt_g(res.max_abs_w)}"
         + (f"  (off the basis: {fmt_g(off)})" if off is not None else ""),
         accepted_line(float(np.mean(res.trace["accepted"]))),
-        convergence_line(res.convergence(), p.get("sampler")),
+        convergence_line(conv, p.get("sampler")),
         chain_time_line(res.elapsed, n_chains,
                         getattr(res, "continued_from", None) is not None),
     ]
