@@ -34,10 +34,10 @@ SAMPLERS = ["collapsed", "plain", "aggressive", "search"]
 KWS = {**KW, "n_iter": 14, "burn_in": 4}
 
 
-def _matrix(seed=0, frac=0.3):
+def _matrix(seed=0, frac=0.3, noise=0.05):
     rng = np.random.default_rng(seed)
     A = (rng.standard_normal((M, K)) @ rng.uniform(-1, 1, (K, N))
-         + 0.05 * rng.standard_normal((M, N)))
+         + noise * rng.standard_normal((M, N)))
     A[rng.random((M, N)) < frac] = np.nan
     return A
 
@@ -74,6 +74,35 @@ def test_engine_matches_memory_backend_bitwise_in_one_tile(sampler):
     assert mem.params["missing"] == eng.params["missing"] == "mask"
     # the chain moved: the comparison covers accepted swaps
     assert eng.trace["accepted"].any()
+
+
+def _count_pivots(monkeypatch):
+    """Counts accepted pivot swaps (their block operation runs once per block each)."""
+    import dask_bid.engine.chain as chain_mod
+
+    calls = []
+    real = chain_mod.block_pivot_apply
+
+    def counted(state, ctx):
+        calls.append(ctx.pivot[0].sub)
+        return real(state, ctx)
+
+    monkeypatch.setattr(chain_mod, "block_pivot_apply", counted)
+    return calls
+
+
+@pytest.mark.parametrize("model", ["gbt", "gbtn"])
+def test_engine_matches_memory_backend_with_pivot_swaps(monkeypatch, model):
+    # the masked pivot swap (each column its own map, from one pass of the attempts'
+    # products) is the same chain on the engine as in memory, accepted swaps included
+    calls = _count_pivots(monkeypatch)
+    A = _matrix(5, noise=0.5)  # noisy: the pivot swaps are accepted often
+    kw = {**KW, "model": model, "init": "random", "n_pivot": 6, "n_anneal": 0, "n_iter": 40}
+    mem = bayesian_id(A, K, **kw)
+    n_mem = len(calls)
+    assert n_mem > 0, "no pivot swap accepted: the comparison would not cover them"
+    assert_same_chain(mem, bayesian_id(A, K, **kw, **SYNC))
+    assert len(calls) > n_mem
 
 
 def test_engine_matches_memory_backend_with_a_candidate_pool():
@@ -325,7 +354,8 @@ def test_block_memory_stays_within_the_stated_bound(tmp_path, process_client):
     cfg = chain_config(res.params | {"priors": None, "n_components": Kb}, Nb)
     # traced columns: at most 2 per block of 32 of the 10 spread over 192, each with a
     # draw per iteration, refinement sweep and point estimate
-    bound = masked_block_bytes(nb, Kb, n_tries=cfg.n_tries,
+    assert cfg.n_pivot > 0  # the pivot attempts' rows are part of the bound
+    bound = masked_block_bytes(nb, Kb, n_tries=cfg.n_tries, n_pivot=cfg.n_pivot,
                                max_cached_rows=cfg.max_cached_rows,
                                max_tracked_sets=cfg.max_tracked_sets,
                                trace_values=2 * (6 + 2 + 2))

@@ -2,7 +2,8 @@
 and the warm-up and random start of the exact sampler (engine/chain.py).
 
 The pivot swap's exactness as a whole is tested against the exact posterior in
-tests/test_exact_sampler.py (variants ``gbt-pivot``, ``gbtn-pivot`` and its planted bugs).
+tests/test_exact_sampler.py (variants ``gbt-pivot``, ``gbtn-pivot``, the masked chain with
+pivot swaps, and their planted bugs).
 """
 
 import numpy as np
@@ -21,8 +22,9 @@ from dask_bid.engine.memory import MemoryBackend
 from dask_bid.engine.summary import chain_config
 from dask_bid.interface._params import validate_params
 from dask_bid.interface.functional import DEFAULTS
-from dask_bid.kernels.pivot import ghk_column, pivot_block
+from dask_bid.kernels.pivot import ghk_column, pivot_block, pivot_block_masked
 from dask_bid.kernels.priors import Priors
+from dask_bid.kernels.swap import proposal_gram
 
 
 def _log_marginal_row_k(A, C, w_rest, k, s2, mu, tau, a, b):
@@ -141,6 +143,116 @@ def test_pivot_block_rejects_a_map_out_of_the_box(problem):
     total = pivot_block(G, H, W, None, None, pri, k, d, gs, ss, H[k], fwd, gnew,
                         A[:, u] @ A, squ, 1.0, np.zeros(A.shape[1], bool))
     assert total == -np.inf
+
+
+def _masked_products(A0, mask, J, u):
+    """Per column n over its observed rows: Gram of C = A0[:, J] (nb, K, K) and, for the
+    current basis, C^T a_u then ||a_u||^2 (K + 1, nb): what a masked block holds."""
+    Mf = mask.astype(float)
+    C = A0[:, J]
+    Gn = np.einsum("mi,mj,mn->nij", C, C, Mf)
+    au = A0[:, u]
+    X = np.vstack([(C * au[:, None]).T @ Mf, (au * au) @ Mf])
+    return Gn, X
+
+
+@pytest.mark.parametrize("forward", [True, False])
+@pytest.mark.parametrize("model", ["gbt", "gbtn"])
+def test_masked_pivot_block_is_the_dense_move_column_by_column(problem, forward, model):
+    """missing="mask": every column's term, map and Jacobian are those of the dense move
+    on that column's observed rows alone (C's missing entries as 0), so the masked block
+    equals the sum of one-column dense moves, each with its own geometry; and with every
+    entry observed it is the dense move itself, its Jacobian (N - 2) log|det|."""
+    A, K = problem
+    M, N = A.shape
+    rng = np.random.default_rng(4)
+    mask = rng.random((M, N)) > 0.3
+    # basis column 0 unobserved wherever column 4 is observed: column 4's Gram is
+    # singular, and its map takes the pseudo-inverse (the dense move's) instead of Cholesky
+    mask[mask[:, 4], 0] = False
+    J = np.array([0, 2, 5]) if forward else np.array([0, 7, 5])
+    k = 1
+    p, u = (2, 7) if forward else (7, 2)
+    W = np.clip(rng.uniform(-0.6, 0.6, (K, N)), -1, 1)
+    Mu = Tau = None
+    pri = Priors(a=-20.0, b=20.0)  # wide: no column's map leaves it
+    if model == "gbtn":
+        Mu, Tau = rng.normal(0, 0.2, (K, N)), rng.uniform(0.5, 2.0, (K, N))
+    skip = np.zeros(N, bool)
+    skip[[p, u]] = True
+    s2 = 0.3
+    for mk in (mask, np.ones_like(mask)):
+        A0 = np.where(mk, A, 0.0)
+        Gn, X = _masked_products(A0, mk, J, u)
+        assert mk.all() or np.linalg.matrix_rank(Gn[4]) < K
+        H = A0[:, J].T @ A0
+        crow = A0[:, u] @ A0
+        tot, logdet, Wm, h, g = pivot_block_masked(Gn, H, W, Mu, Tau, pri, k, X, crow,
+                                                   forward, s2, skip, write=True)
+        assert np.isfinite(tot)
+        want_tot = want_det = 0.0
+        for n in np.flatnonzero(~skip):
+            rows = mk[:, n]
+            An = A0[rows]  # the column's observed rows, C's missing entries as 0
+            C = An[:, J]
+            G = C.T @ C
+            gcol, squ = C.T @ An[:, u], float(An[:, u] @ An[:, u])
+            gm = _pivot_geometry(G, k, gcol, squ, p, u)
+            if gm is None:
+                # a_s is 0 on this column's observed rows (column 0 has one, where a_p is
+                # unobserved): the identity map, det 1
+                assert (G[k, k] if forward else squ) == 0.0
+                gm = (proposal_gram(G, k, gcol, squ)[1], None, forward, np.zeros(K),
+                      np.zeros(K), 1.0, 0.0)
+            gnew, _, fwd, d, gs, ss, ld = gm
+            assert fwd == forward
+            hs = (C.T @ An[:, n])[k] if forward else An[:, u] @ An[:, n]
+            t, Wn, hn = pivot_block(G, (C.T @ An[:, n])[:, None], W[:, [n]],
+                                    None if Mu is None else Mu[:, [n]],
+                                    None if Tau is None else Tau[:, [n]], pri, k, d, gs, ss,
+                                    np.array([hs]), forward, gnew,
+                                    np.array([An[:, u] @ An[:, n]]), squ, s2,
+                                    np.zeros(1, bool), write=True)
+            want_tot += t
+            want_det += ld if forward else -ld
+            np.testing.assert_allclose(Wm[:, n], Wn[:, 0], rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(h[n], hn[0], rtol=1e-10, atol=1e-10)
+            assert g[n] == pytest.approx(squ, rel=1e-12)
+        np.testing.assert_allclose(tot, want_tot, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(logdet, want_det, rtol=1e-9, atol=1e-9)
+    # all observed: the dense move, with one Jacobian for the N - 2 mapped columns
+    C = A[:, J]
+    G = C.T @ C
+    gnew, _, _, d, gs, ss, ld = _pivot_geometry(G, k, C.T @ A[:, u], float(A[:, u] @ A[:, u]),
+                                                p, u)
+    dense = pivot_block(G, C.T @ A, W, Mu, Tau, pri, k, d, gs, ss,
+                        (C.T @ A)[k] if forward else A[:, u] @ A, forward, gnew, A[:, u] @ A,
+                        float(A[:, u] @ A[:, u]), s2, skip)
+    np.testing.assert_allclose(tot, dense, rtol=1e-9)
+    np.testing.assert_allclose(logdet, (N - 2) * (ld if forward else -ld), rtol=1e-9)
+
+
+def test_masked_pivot_leaves_a_column_alone_where_the_source_is_unobserved(problem):
+    """Where the source column a_s is 0 on a column's observed rows, it explains nothing
+    there: that column's map is the identity (det 1), from either end."""
+    A, K = problem
+    M, N = A.shape
+    mask = np.ones((M, N), bool)
+    J, k, p, u = np.array([0, 2, 5]), 1, 2, 7
+    mask[:, 3] = False
+    mask[:4, 3] = True
+    A0 = np.where(mask, A, 0.0)
+    A0[:4, p] = 0.0  # a_p (the source) is 0 where column 3 is observed
+    Gn, X = _masked_products(A0, mask, J, u)
+    W = np.random.default_rng(2).uniform(-0.5, 0.5, (K, N))
+    skip = np.zeros(N, bool)
+    skip[[p, u]] = True
+    tot, logdet, Wm, _, _ = pivot_block_masked(Gn, A0[:, J].T @ A0, W, None, None,
+                                               Priors(a=-3.0, b=3.0), k, X, A0[:, u] @ A0,
+                                               True, 0.5, skip, write=True)
+    assert np.isfinite(tot) and np.isfinite(logdet)
+    np.testing.assert_array_equal(Wm[[0, 2], 3], W[[0, 2], 3])
+    assert not np.allclose(Wm[[0, 2]][:, ~skip], W[[0, 2]][:, ~skip])  # the others moved
 
 
 @pytest.mark.parametrize("K", [1, 3])

@@ -610,14 +610,21 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
             u, pos = _next_candidate(entropy, chain, st, n_cols, st.J)
             st.cand_pos = pos
             atts.append((k, u))
-        _ensure_rows(backend, cfg, entropy, chain, st, sorted({u for _, u in atts}), st.J)
+        incoming = sorted({u for _, u in atts})
+        _ensure_rows(backend, cfg, entropy, chain, st, incoming, st.J)
         cols = _columns(backend, st, [u for _, u in atts])
         # per attempt: None (rejected before scoring) or (its index in ``sent``, G', log|det|)
         plan, sent = [], []
         for (k, u), (gcol, squ) in zip(atts, cols, strict=True):
             p = int(st.J[k])
-            gm = None if cfg.avoid_degenerate and _in_span(st.G, k, gcol, squ) else \
-                _pivot_geometry(st.G, k, gcol, squ, p, u)
+            if cfg.avoid_degenerate and _in_span(st.G, k, gcol, squ):
+                gm = None
+            elif cfg.masked:
+                # every column has its own map and Jacobian: the blocks compute them
+                # from u's products over the column's observed rows (``row``)
+                gm = (None, None, p < u, None, None, None, 0.0)
+            else:
+                gm = _pivot_geometry(st.G, k, gcol, squ, p, u)
             if gm is None:
                 plan.append(None)
                 continue
@@ -626,7 +633,8 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
             # the attempt's random stream: unique among the attempts applied in this
             # iteration, which is all that draws from it
             sent.append(PivotAttempt(k=k, p=p, u=int(u), d=d, gs=gs, ss=ss, forward=forward,
-                                     gnew=gnew, squ=float(squ), sub=done + len(sent)))
+                                     gnew=gnew, squ=float(squ), sub=done + len(sent),
+                                     row=incoming.index(int(u))))
         # the collapsed swap's candidates, drawn next if no attempt is accepted (and no
         # annealed move comes between): their columns come back with the scores
         peek = ()
@@ -634,8 +642,10 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
             S, _ = _candidate_set(entropy, chain, st, n_cols, st.J, cfg.n_tries)
             if len(S) <= MAX_PEEK:
                 peek = tuple((int(c), False) for c in S)
+        # ``cands``: the incoming columns whose products a masked backend computes first
         ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=pri,
-                          sigma2=st.sigma2, G=st.G, J=st.J, pivot=tuple(sent), peek=peek)
+                          sigma2=st.sigma2, G=st.G, J=st.J, pivot=tuple(sent), peek=peek,
+                          cands=tuple(int(c) for c in incoming) if cfg.masked else ())
         totals = np.zeros(len(sent))
         info = {}
         if sent:
@@ -654,16 +664,20 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
             if not np.isfinite(totals[i]):
                 continue
             att = sent[i]
+            # dense: one map, so one Jacobian for the N - 2 mapped columns (masked: each
+            # column's is in the blocks' totals)
             log_a = totals[i] + (n_cols - 2) * (logdet if att.forward else -logdet)
             w_new = []
             for c in (att.p, att.u):
-                h, w, cu, mu, tau = info[(i, c)]
+                h, w, cu, mu, tau, *grams = info[(i, c)]
+                # the column's Gram now and after the swap (masked: its own, from its block)
+                Gc, G2c = grams if grams else (st.G, G2)
                 mu = pri.mu if mu is None else mu
                 tau = pri.tau if tau is None else tau
-                old, _ = ghk_column(None, st.G, h, mu, tau, st.sigma2, pri.a, pri.b, w=w)
+                old, _ = ghk_column(None, Gc, h, mu, tau, st.sigma2, pri.a, pri.b, w=w)
                 h2 = h.copy()
                 h2[k] = cu
-                new, wn = ghk_column(g, G2, h2, mu, tau, st.sigma2, pri.a, pri.b)
+                new, wn = ghk_column(g, G2c, h2, mu, tau, st.sigma2, pri.a, pri.b)
                 log_a += new - old
                 w_new.append(wn)
             if cfg.temperature != 1.0:

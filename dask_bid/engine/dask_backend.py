@@ -1090,13 +1090,14 @@ class DaskBackend:
 
 
 def masked_block_bytes(nb, K, *, n_tries, max_cached_rows, max_tracked_sets=16,
-                       trace_values=0):
+                       trace_values=0, n_pivot=0):
     """Upper bound of the bytes one block's state holds under ``missing="mask"``
     (docs/engine.md, "Missing entries"); it does not grow with the number of rows M.
 
     For ``nb`` columns: two copies of the per-column Gram matrices (nb x K x K: the
     current basis's, and the aggressive or annealed proposal's), the pending swap's new
-    Gram rows (``n_tries`` x K x nb), W, H, GBTN's Mu and Tau and the same four for a
+    Gram rows (``n_tries`` x K x nb, or the pivot attempts' products, ``n_pivot`` x
+    (K + 1) x nb, whichever is larger), W, H, GBTN's Mu and Tau and the same four for a
     proposal (8 K x nb), the squared norms, the cached candidate rows
     (``max_cached_rows`` x nb), and the posterior sums (2 K x nb) of up to
     ``max_tracked_sets`` bases plus the two the point estimate records; ``trace_values``
@@ -1104,7 +1105,8 @@ def masked_block_bytes(nb, K, *, n_tries, max_cached_rows, max_tracked_sets=16,
     each). While a task runs, the annealed swap's interpolated Grams take up to three
     more nb x K x K copies.
     """
-    per_col = (2 * K * K + int(n_tries) * K + 8 * K + 1 + int(max_cached_rows)
+    per_col = (2 * K * K + max(int(n_tries) * K, int(n_pivot) * (K + 1)) + 8 * K + 1
+               + int(max_cached_rows)
                + 2 * K * (int(max_tracked_sets) + 2))
     return 8 * (int(nb) * per_col + K * int(trace_values))
 
@@ -1210,18 +1212,21 @@ def _masked_rows_part(tile, Au, u_local, segs):
     return _products(t, X[:, idx], segs)
 
 
-def _swap_rows_part(tile, Au, u_local, segs, *, K, p, collapsed):
+def _swap_rows_part(tile, Au, u_local, segs, *, K, p, kind):
     """A tile's share of the pending swap's new per-column Gram rows (missing="mask").
 
-    The columns are the current basis J (slot order) then the incoming ones. Collapsed:
-    for every candidate u, row p of every column's Gram if slot p took u, (m, K, cols);
-    otherwise for the one incoming column, (K, cols). The same products as
-    MaskedMemoryBackend.map, so a one-tile layout gives the same floats.
+    The columns are the current basis J (slot order) then the incoming ones. ``kind``
+    as in ``MASK_ROW_OPS``: "candidates": for every candidate u, row p of every column's
+    Gram if slot p took u, (m, K, cols); "pivot": for every u, C^T a_u under the current
+    basis then ||a_u||^2, (m, K + 1, cols); "incoming": for the one incoming column,
+    (K, cols). The same products as MaskedMemoryBackend.map, so a one-tile layout gives
+    the same floats.
     """
     t, m = _observed(tile)
     X, idx = _masked_cols(t, Au, u_local)
     mf = m.astype(np.float64)
-    if collapsed:
+    many = kind != "incoming"
+    if many:
         XJ, au = X[:, idx[:K]], X[:, idx[K:]]
     else:
         J2 = list(idx[:K])
@@ -1230,9 +1235,12 @@ def _swap_rows_part(tile, Au, u_local, segs, *, K, p, collapsed):
     out = []
     for lo, hi in segs:
         Mb = mf[:, lo:hi]
-        if collapsed:
+        if many:
             qs = np.stack([(XJ * au[:, [i]]).T @ Mb for i in range(au.shape[1])])
-            qs[:, p] = (au * au).T @ Mb
+            if kind == "pivot":
+                qs = np.concatenate([qs, ((au * au).T @ Mb)[:, None]], axis=1)
+            else:
+                qs[:, p] = (au * au).T @ Mb
         else:
             qs = Xq.T @ Mb
         out.append(qs)
@@ -1323,10 +1331,11 @@ class MaskedDaskBackend(DaskBackend):
         self.n_obs = int(sum(s[1] for s in stats[:-1]))
         return self.norm_a2, self.n_obs
 
-    def _set_swap_rows(self, J, incoming, p, collapsed):
-        """One pass: every block gets the new Gram rows of the pending swap."""
+    def _set_swap_rows(self, J, incoming, p, kind):
+        """One pass: every block gets the new Gram rows of the pending swap (``kind`` as
+        in ``MASK_ROW_OPS``)."""
         J = [int(j) for j in J]
-        part = partial(self._swap_part, K=len(J), p=int(p), collapsed=bool(collapsed))
+        part = partial(self._swap_part, K=len(J), p=int(p), kind=kind)
         totals = self._group_totals(part, _sum_arrays, J + [int(u) for u in incoming])
         rows = self.ex.compute(self._per_block(totals, _assemble_last))
         self.n_swap_passes += 1
@@ -1337,10 +1346,10 @@ class MaskedDaskBackend(DaskBackend):
 
     def map(self, fn, ctx):
         kind = MASK_ROW_OPS.get(fn)  # the same dispatch as MaskedMemoryBackend's
-        if kind == "candidates":
-            self._set_swap_rows(ctx.J, ctx.cands, ctx.p, True)
+        if kind in ("candidates", "pivot"):
+            self._set_swap_rows(ctx.J, ctx.cands, ctx.p, kind)
         elif kind == "incoming":
-            self._set_swap_rows(ctx.J, [ctx.u], ctx.p, False)
+            self._set_swap_rows(ctx.J, [ctx.u], ctx.p, kind)
         return super().map(fn, ctx)
 
     def final_sse(self, columns, W, held):

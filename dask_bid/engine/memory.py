@@ -21,6 +21,7 @@ from ..kernels.block import (
     block_collapsed_score,
     block_column,
     block_init,
+    block_pivot_score,
     block_plain_propose,
     block_posterior,
     block_set_mask_row,
@@ -36,11 +37,14 @@ INLINE_ENTRIES = 1 << 20
 #: ``missing="mask"``: the block operations that need the pending swap's new per-column
 #: Gram rows first (``block_set_mask_row``), and which: ``"candidates"`` (slot
 #: ``ctx.p`` taking each of ``ctx.cands``, (m, K, nb) a block) or ``"incoming"`` (slot
-#: ``ctx.p`` of ``ctx.J`` taking ``ctx.u``, (K, nb)). Both masked backends (this one and
-#: the Dask engine's) dispatch on this table: a new move whose block operation reads
-#: ``state.mrow`` is registered here once.
+#: ``ctx.p`` of ``ctx.J`` taking ``ctx.u``, (K, nb)) or ``"pivot"`` (for each of
+#: ``ctx.cands``, C^T a_u under the current basis then ||a_u||^2, over each column's
+#: observed rows: (m, K + 1, nb) a block, whatever slot an attempt moves). The masked
+#: backends (this one, the Dask engine's and the sparse one) dispatch on this table: a
+#: new move whose block operation reads ``state.mrow`` is registered here once.
 MASK_ROW_OPS = {block_collapsed_score: "candidates", block_aggressive: "incoming",
-                block_plain_propose: "incoming", block_annealed_propose: "incoming"}
+                block_plain_propose: "incoming", block_annealed_propose: "incoming",
+                block_pivot_score: "pivot"}
 
 
 def column_blocks(n_cols: int, block_size: int | None, n_blocks_hint: int = 2):
@@ -192,8 +196,9 @@ class MaskedMemoryBackend(MemoryBackend):
 
     def map(self, fn, ctx):
         kind = MASK_ROW_OPS.get(fn)
-        if kind == "candidates":
-            # every candidate's new Gram row of slot p, per column: (m, K, nb) a block
+        if kind in ("candidates", "pivot"):
+            # every candidate's new Gram row of slot p, per column: (m, K, nb) a block;
+            # pivot: its products with the current basis and ||a_u||^2, (m, K + 1, nb)
             XJ = self.A[:, ctx.J]
             au = self.A[:, list(ctx.cands)]  # (M, m)
 
@@ -201,7 +206,10 @@ class MaskedMemoryBackend(MemoryBackend):
                 a, b = self.blocks[i]
                 Mb = self.maskf[:, a:b]
                 qs = np.stack([(XJ * au[:, [i]]).T @ Mb for i in range(au.shape[1])])
-                qs[:, ctx.p] = (au * au).T @ Mb
+                if kind == "pivot":
+                    qs = np.concatenate([qs, ((au * au).T @ Mb)[:, None]], axis=1)
+                else:
+                    qs[:, ctx.p] = (au * au).T @ Mb
                 return block_set_mask_row(self.states[i], qs)
 
             self.states = self._run(setqs, list(range(len(self.blocks))))

@@ -170,16 +170,19 @@ def _sparse_rows_part(tile, Au, u_local, segs):
     return csc_products(ptr, rows, vals, *X, _n_wanted(Au, u_local))
 
 
-def _sparse_swap_part(tile, Au, u_local, segs, *, K, p, collapsed):
+def _sparse_swap_part(tile, Au, u_local, segs, *, K, p, kind):
     """The pending swap's new Gram rows (as ``_swap_rows_part``)."""
     ptr, rows, vals = _read_tile(tile)
     X = _x((ptr, rows, vals), tile.reader.shape[0], Au, u_local)
     L = _n_wanted(Au, u_local)
-    if collapsed:
+    if kind != "incoming":
         cross = csc_grams(ptr, rows, *X, 0, K, K, L)          # (n, K, m)
         qs = np.ascontiguousarray(cross.transpose(2, 1, 0))   # (m, K, n)
         diag = csc_grams(ptr, rows, *X, K, L, K, L)           # (n, m, m)
-        qs[:, p] = np.diagonal(diag, axis1=1, axis2=2).T
+        sq = np.diagonal(diag, axis1=1, axis2=2).T            # (m, n)
+        if kind == "pivot":
+            return np.ascontiguousarray(np.concatenate([qs, sq[:, None]], axis=1))
+        qs[:, p] = sq
         return qs
     G = csc_grams(ptr, rows, *X, 0, K + 1, K, K + 1)[:, :, 0]  # (n, K + 1)
     q = np.ascontiguousarray(G[:, :K].T)

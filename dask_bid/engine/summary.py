@@ -254,8 +254,7 @@ def chain_config(p, n_cols: int, *, memory=None, row_bytes=None,
                        score_visited=p["point_estimate"] == "best",
                        masked=p.get("missing", "zero") == "mask",
                        n_anneal=int(p.get("n_anneal", 0)) if move == "collapsed" else 0,
-                       n_pivot=int(p.get("n_pivot", 0)) if move == "collapsed"
-                       and p.get("missing", "zero") != "mask" else 0,
+                       n_pivot=int(p.get("n_pivot", 0)) if move == "collapsed" else 0,
                        anneal_every=int(p.get("anneal_every", 1)),
                        search_warmup=int(p.get("search_warmup", 0)) if move == "collapsed"
                        else 0,

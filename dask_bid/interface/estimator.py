@@ -85,8 +85,10 @@ class BayesianID:
         Metropolis-Hastings ratio, Jacobian included, accepts or rejects (docs/model.md,
         "The pivot swap"). The collapsed swap alone, at fixed W_{-k}, accepts only
         near-copies of the outgoing column; this move crosses between genuinely
-        different bases. Each costs O(K^2 N), about one sweep; 0 turns it off. Not used
-        with ``missing="mask"`` (the map would need every column's own Gram).
+        different bases. Each costs O(K^2 N), about one sweep; 0 turns it off. With
+        ``missing="mask"`` every column gets its own map and Jacobian from its observed
+        rows (O(K^3 N) an attempt, and on the Dask engine one more pass over A per
+        iteration to get the incoming columns' products).
     n_anneal : int, default=10
         ``sampler="collapsed"``: steps of the annealed swap (a slot moves to a random
         column while W follows through ``n_anneal`` intermediate distributions; accepted

@@ -16,7 +16,7 @@ import numpy as np
 
 from .boxls import box_lstsq
 from .collapsed import candidate_terms, draw_slot_row, slot_marginal, slot_terms
-from .pivot import pivot_block
+from .pivot import pivot_block, pivot_block_masked
 from .priors import Priors
 from .rng import ANNEAL, PIVOT, PRIOR, SLOT, SWEEP, SWEEP2, stream
 from .swap import swap_delta, swap_delta_masked, swapped_grams, swapped_h
@@ -132,6 +132,9 @@ class PivotAttempt(NamedTuple):
     squ: float  # ||a_u||^2
     sub: int = 0  # the attempt's number within the iteration (its random stream)
     w_new: tuple = ()  # apply: the new columns p and u of W (the GHK draws)
+    # missing="mask": d, gs and ss are per column and computed in the blocks (None here);
+    # ``row`` indexes u's products over each column's observed rows in ``state.mrow``
+    row: int = -1
 
 
 def _local(state, col):
@@ -374,27 +377,63 @@ def _pivot_args(state: BlockState, att: PivotAttempt):
     return crow, hs, skip
 
 
+def _pivot_masked(state: BlockState, ctx: StepContext, att: PivotAttempt, crow, skip,
+                  write=False):
+    # the masked map: every column its own (kernels/pivot.py, pivot_block_masked)
+    return pivot_block_masked(state.Gn, state.H, state.W, state.Mu, state.Tau, ctx.priors,
+                              att.k, state.mrow[att.row], crow, att.forward, ctx.sigma2,
+                              skip, write=write)
+
+
+def _new_gram_row(state: BlockState, att: PivotAttempt):
+    # masked: row k of every column's Gram after the swap, (K, nb)
+    X = state.mrow[att.row]
+    q = X[:-1].copy()
+    q[att.k] = X[-1]
+    return q
+
+
 def block_pivot_score(state: BlockState, ctx: StepContext):
     """Pivot swap, first half: for each attempt in ``ctx.pivot``, this block's share of
     the log ratio over its columns other than p and u (:func:`kernels.pivot.pivot_block`,
     -inf if the map leaves the box), and for p and u, where this block holds them,
     what the client needs for their GHK terms: {(attempt, column): (H[:, c], W[:, c],
     a_u^T a_c, Mu[:, c], Tau[:, c])}. Returns the unchanged state and (totals, dict),
-    followed with ``ctx.peek`` by the peeked columns held here (:func:`_peeked`)."""
+    followed with ``ctx.peek`` by the peeked columns held here (:func:`_peeked`).
+
+    Masked: ``state.mrow`` holds, for every column in ``ctx.cands`` (the attempts'
+    incoming columns), its products over each column's observed rows, (m, K + 1, nb)
+    (:func:`kernels.pivot.pivot_block_masked`); the totals include the block's
+    sum_n log|det_n| of the map, and the GHK entries also carry the column's Gram
+    before and after the swap (G_c, G'_c).
+    """
     totals = np.empty(len(ctx.pivot))
     cols = {}
-    GW = ctx.G @ state.W  # one product for every attempt: they share the state
+    masked = state.Gn is not None
+    GW = None if masked else ctx.G @ state.W  # one product for every attempt
     for i, att in enumerate(ctx.pivot):
         crow, hs, skip = _pivot_args(state, att)
-        totals[i] = pivot_block(ctx.G, state.H, state.W, state.Mu, state.Tau, ctx.priors,
-                                att.k, att.d, att.gs, att.ss, hs, att.forward, att.gnew,
-                                crow, att.squ, ctx.sigma2, skip, GW=GW)
+        if masked:
+            tot, logdet = _pivot_masked(state, ctx, att, crow, skip)
+            totals[i] = tot + logdet
+            q = _new_gram_row(state, att)
+        else:
+            totals[i] = pivot_block(ctx.G, state.H, state.W, state.Mu, state.Tau,
+                                    ctx.priors, att.k, att.d, att.gs, att.ss, hs,
+                                    att.forward, att.gnew, crow, att.squ, ctx.sigma2, skip,
+                                    GW=GW)
         for c in (att.p, att.u):
             if state.start <= c < state.stop:
                 j = c - state.start
                 cols[(i, c)] = (state.H[:, j].copy(), state.W[:, j].copy(), float(crow[j]),
                                 None if state.Mu is None else state.Mu[:, j].copy(),
                                 None if state.Tau is None else state.Tau[:, j].copy())
+                if masked:
+                    Gc = state.Gn[j].copy()
+                    G2 = Gc.copy()
+                    G2[att.k, :] = q[:, j]
+                    G2[:, att.k] = q[:, j]
+                    cols[(i, c)] += (Gc, G2)
     if ctx.peek:
         return state, (totals, cols, _peeked(state, ctx.peek))
     return state, (totals, cols)
@@ -403,22 +442,29 @@ def block_pivot_score(state: BlockState, ctx: StepContext):
 def block_pivot_apply(state: BlockState, ctx: StepContext):
     """Pivot swap, second half (accepted): the other columns' rows != k follow the
     map, their row k is drawn from its exact conditional under the new basis, columns
-    p and u take the client's GHK draws, and row k of H becomes a_u^T A[:, block].
+    p and u take the client's GHK draws, and row k of H becomes a_u^T A[:, block]
+    (masked: and row k of every column's Gram, from ``state.mrow``).
     ``ctx.G`` is the Gram *before* the swap. Returns the new state and None."""
     att = ctx.pivot[0]
     k = att.k
     pri = ctx.priors
     crow, hs, skip = _pivot_args(state, att)
-    _, W, h = pivot_block(ctx.G, state.H, state.W, state.Mu, state.Tau, pri, k, att.d,
-                          att.gs, att.ss, hs, att.forward, att.gnew, crow, att.squ,
-                          ctx.sigma2, skip, write=True)
+    Gn = state.Gn
+    if Gn is not None:
+        _, _, W, h, g = _pivot_masked(state, ctx, att, crow, skip, write=True)
+        Gn = swapped_grams(Gn, k, _new_gram_row(state, att))
+    else:
+        _, W, h = pivot_block(ctx.G, state.H, state.W, state.Mu, state.Tau, pri, k, att.d,
+                              att.gs, att.ss, hs, att.forward, att.gnew, crow, att.squ,
+                              ctx.sigma2, skip, write=True)
+        g = att.squ
     mu, tau = _slot_prior(state, pri, k)
     gen = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, PIVOT, att.sub)
-    W[k] = draw_slot_row(gen, att.squ, h, mu, tau, ctx.sigma2, pri.a, pri.b)
+    W[k] = draw_slot_row(gen, g, h, mu, tau, ctx.sigma2, pri.a, pri.b)
     for c, w in zip((att.p, att.u), att.w_new, strict=True):
         if state.start <= c < state.stop:
             W[:, c - state.start] = w
-    return state._replace(W=W, H=swapped_h(state.H, k, crow)), None
+    return state._replace(W=W, H=swapped_h(state.H, k, crow), Gn=Gn, mrow=None), None
 
 
 def _delta_sse(H, W, k, row_u, d, Gn=None, q=None):

@@ -29,6 +29,12 @@ minus under J) + (N - 2) log|det| (source -> target; minus for the inverse) + th
 terms of p and u, and the move leaves p(J, W | sigma^2, A) invariant (docs/model.md).
 A map that leaves the box [a, b] for some column is rejected (the target is 0 there).
 
+Masked (``missing="mask"``, :func:`pivot_block_masked`): every column n has its own Gram
+over its observed rows, so every quantity of the map is per column (d_n, g_s,n,
+||a_s||^2_n and the Jacobian det_n), computed in the block from the column's Gram and the
+incoming column's products over the column's observed rows; the blocks then return
+sum_n log|det_n| with their columns' terms.
+
 Everything here is one column block or one column: the engine adds the blocks' sums.
 """
 
@@ -40,7 +46,7 @@ from numba import njit
 from .collapsed import _HALF_LOG_2PI, _log_mass, _slot_term
 from .truncnorm import gtn_draw
 
-__all__ = ["pivot_block", "ghk_column"]
+__all__ = ["pivot_block", "pivot_block_masked", "ghk_column"]
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
@@ -183,6 +189,222 @@ def pivot_block(G, H, W, Mu, Tau, priors, k, d, gs, ss, hs, forward, gnew, crow,
     if write:
         return total, out_w, out_h
     return total
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _solve_psd(G, rhs, L, out):
+    # G x = rhs for a symmetric positive semi-definite K x K G: a Cholesky solve (a few
+    # microseconds; the masked move solves one per column and attempt), and the
+    # pseudo-inverse, as the dense move's, where G is singular to working precision
+    K = G.shape[0]
+    top = 0.0
+    for i in range(K):
+        top = max(top, G[i, i])
+    ok = top > 0.0
+    for j in range(K):
+        if not ok:
+            break
+        s = G[j, j]
+        for m in range(j):
+            s -= L[j, m] * L[j, m]
+        if s <= 1e-12 * top:
+            ok = False
+            break
+        L[j, j] = np.sqrt(s)
+        for i in range(j + 1, K):
+            t = G[i, j]
+            for m in range(j):
+                t -= L[i, m] * L[j, m]
+            L[i, j] = t / L[j, j]
+    if not ok:
+        out[:] = np.linalg.pinv(G) @ rhs
+        return
+    for i in range(K):  # L y = rhs
+        t = rhs[i]
+        for m in range(i):
+            t -= L[i, m] * out[m]
+        out[i] = t / L[i, i]
+    for i in range(K - 1, -1, -1):  # L^T x = y
+        t = out[i]
+        for m in range(i + 1, K):
+            t -= L[m, i] * out[m]
+        out[i] = t / L[i, i]
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _pivot_block_masked(Gn, H, W, Mu, Tau, hier, mu0, tau0, k, X, crow, forward, inv_s2,
+                        a, b, skip, write, out_w, out_h, out_det):
+    # _pivot_block with column n's own Gram Gn[n] and its own map (d_n, g_s,n, ||a_s||^2_n)
+    K, nb = W.shape
+    total = 0.0
+    logdet = 0.0
+    Gt = np.empty((K, K))
+    rhs = np.empty(K)
+    gs = np.empty(K)
+    q = np.empty(K)
+    d = np.zeros(K)
+    Lw = np.zeros((K, K))
+    wp = np.empty(K)
+    for n in range(nb):
+        if skip[n]:
+            continue
+        Gc = Gn[n]
+        # q: row k of the column's Gram after the swap (C'^T a_u over its observed rows)
+        for i in range(K):
+            q[i] = X[i, n]
+        apu = q[k]  # a_p^T a_u over the observed rows
+        squ = X[K, n]
+        q[k] = squ
+        for i in range(K):
+            for j in range(K):
+                Gt[i, j] = Gc[i, j]
+        if forward:  # a_s = a_p, represented in the new basis: target Gram = Gc with q in k
+            ss = Gc[k, k]
+            for i in range(K):
+                gs[i] = Gc[i, k]
+                rhs[i] = Gc[i, k]
+                Gt[i, k] = q[i]
+                Gt[k, i] = q[i]
+            rhs[k] = apu
+            hs = H[k, n]
+        else:  # a_s = a_u, represented in the current basis
+            ss = squ
+            for i in range(K):
+                gs[i] = q[i]
+                rhs[i] = X[i, n]
+            hs = crow[n]
+        gs[k] = 0.0
+        if ss > 0.0:
+            _solve_psd(Gt, rhs, Lw, d)
+            d[k] = 0.0
+            gsd = 0.0
+            for i in range(K):
+                gsd += gs[i] * d[i]
+            rel = 1.0 - gsd / ss
+            if not np.isfinite(rel) or abs(rel) < 1e-10:
+                return -np.inf, 0.0  # degenerate from either end: rejected
+            logdet += np.log(abs(rel))
+            denom = ss if forward else ss - gsd
+        else:
+            # a_s is 0 on this column's observed rows: it explains nothing here, and the
+            # map leaves the column alone (det 1), from either end
+            d[:] = 0.0
+            denom = 1.0
+        Gd = np.zeros(K)
+        for i in range(K):
+            for j in range(K):
+                if j != k:
+                    Gd[i] += Gc[i, j] * d[j]
+        dGd = 0.0
+        for i in range(K):
+            if i != k:
+                dGd += d[i] * Gd[i]
+        sign = 1.0 if forward else -1.0
+        q0 = 0.0
+        lin0 = 0.0
+        dgw = 0.0
+        dh = 0.0
+        sdot = 0.0
+        pri0 = 0.0
+        pri1 = 0.0
+        hk = H[k, n]
+        for i in range(K):
+            gw0 = 0.0  # (Gc w0)_i, w0 = w with row k zeroed
+            for j in range(K):
+                if j != k:
+                    gw0 += Gc[i, j] * W[j, n]
+            if i == k:
+                hk -= gw0
+                continue
+            wi = W[i, n]
+            q0 += wi * gw0
+            lin0 += wi * H[i, n]
+            dgw += d[i] * gw0
+            dh += d[i] * H[i, n]
+            sdot += gs[i] * wi
+        m = (hs - sdot) / denom
+        sm = sign * m
+        hnew = crow[n]
+        ok = True
+        for i in range(K):
+            if i == k:
+                wp[i] = 0.0
+                continue
+            wi = W[i, n]
+            v = wi + sm * d[i]
+            if v < a or v > b:
+                ok = False
+            wp[i] = v
+            hnew -= q[i] * v
+            if hier:
+                pri0 -= 0.5 * Tau[i, n] * (wi - Mu[i, n]) ** 2
+                pri1 -= 0.5 * Tau[i, n] * (v - Mu[i, n]) ** 2
+            else:
+                pri0 -= 0.5 * tau0 * (wi - mu0) ** 2
+                pri1 -= 0.5 * tau0 * (v - mu0) ** 2
+        if not ok:
+            return -np.inf, 0.0
+        q1 = q0 + 2.0 * sm * dgw + m * m * dGd
+        lin1 = lin0 + sm * dh
+        muk = Mu[k, n] if hier else mu0
+        tauk = Tau[k, n] if hier else tau0
+        l0 = 0.5 * (2.0 * lin0 - q0) * inv_s2 + _slot_term(Gc[k, k], hk, muk, tauk, inv_s2, a, b)
+        l1 = 0.5 * (2.0 * lin1 - q1) * inv_s2 + _slot_term(squ, hnew, muk, tauk, inv_s2, a, b)
+        total += (l1 + pri1) - (l0 + pri0)
+        if write:
+            for i in range(K):
+                if i != k:
+                    out_w[i, n] = wp[i]
+            out_h[n] = hnew
+            out_det[n] = squ
+    return total, (logdet if forward else -logdet)
+
+
+def pivot_block_masked(Gn, H, W, Mu, Tau, priors, k, X, crow, forward, sigma2, skip,
+                       write=False):
+    """:func:`pivot_block` for ``missing="mask"``: one block's share of the pivot swap's
+    log ratio, each column with its own Gram and its own map.
+
+    Parameters
+    ----------
+    Gn : (nb, K, K) array
+        The block's per-column Grams of the current basis, over each column's observed
+        rows (the basis columns' own missing entries as 0).
+    X : (K + 1, nb) array
+        Per column n, over its observed rows: C^T a_u for the *current* basis C (entry k
+        = a_p^T a_u), then ||a_u||^2.
+    crow : (nb,) array
+        a_u^T A[:, block] (A with missing entries as 0).
+    H, W, Mu, Tau, priors, k, forward, sigma2, skip, write
+        As :func:`pivot_block`.
+
+    Returns
+    -------
+    (float, float), or (float, float, W', h, g)
+        The block's sum over its other columns of (log marginal with row k integrated
+        under the proposal) - (the same now), -inf when the map leaves the box or is
+        degenerate for some column; and sum_n log|det_n| of the map as applied (source
+        -> target, or its inverse), which a dense move adds on the client as
+        (N - 2) log|det|. With ``write`` also the mapped W_{-k}, and per column the h and
+        g = ||a_u||^2_n of the new slot's conditional.
+    """
+    hier = Mu is not None
+    K, nb = W.shape
+    Mu_ = Mu if hier else np.zeros((1, 1))
+    Tau_ = Tau if hier else np.zeros((1, 1))
+    out_w = W.copy() if write else np.empty((1, 1))
+    out_h = np.zeros(nb) if write else np.empty(1)
+    out_g = np.zeros(nb) if write else np.empty(1)
+    total, logdet = _pivot_block_masked(
+        np.ascontiguousarray(Gn, np.float64), H, W, Mu_, Tau_, hier, float(priors.mu),
+        float(priors.tau), int(k), np.ascontiguousarray(X, np.float64),
+        np.ascontiguousarray(crow, np.float64), bool(forward), 1.0 / float(sigma2),
+        float(priors.a), float(priors.b), np.asarray(skip, np.bool_), bool(write), out_w,
+        out_h, out_g)
+    total, logdet = float(total), float(logdet)
+    if write:
+        return total, logdet, out_w, out_h, out_g
+    return total, logdet
 
 
 @njit(nogil=True, cache=True)
