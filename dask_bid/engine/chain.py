@@ -598,7 +598,10 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
     integrated out and the columns p and u get GHK proposals; accepted by the exact
     Metropolis-Hastings ratio. The attempts are scored together against the current
     state and decided in order; after an acceptance the remaining ones are drawn again
-    from the new state. Returns the number accepted."""
+    from the new state. Masked (``cfg.masked``): every column has its own map and
+    Jacobian, computed in the blocks from the attempts' products over each column's
+    observed rows (``MASK_ROW_OPS``, kind "pivot"); the client adds no Jacobian and
+    takes the GHK Grams of p and u from their blocks. Returns the number accepted."""
     K = cfg.n_components
     pri = cfg.priors
     n_cols = backend.n_cols
