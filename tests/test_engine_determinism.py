@@ -107,9 +107,8 @@ def two_processes(shared_cluster, shared_client):
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("n_workers,processes", [
-    (1, True), (2, True), (2, False)],
-    ids=["1-process", "2-processes", "2-threads"])
+@pytest.mark.parametrize("n_workers,processes", [(2, True), (2, False)],
+                         ids=["2-processes", "2-threads"])
 def test_local_clusters_match_sync(store, reference, n_workers, processes, request,
                                    monkeypatch):
     from distributed import get_task_stream
@@ -126,17 +125,16 @@ def test_local_clusters_match_sync(store, reference, n_workers, processes, reque
         assert_same_chain(reference, res2)
     else:
         # the threaded cluster reads a dask array (a graph shipped to the workers), the
-        # process clusters the store: both give the store's chain
-        x = da.from_array(_matrix(), chunks=TILES) if not processes else store
-        if n_workers == 1:
-            # no packs (PACK_BYTES = 0, read on the client): one task per block, the
-            # same chain
-            monkeypatch.setattr(dask_backend, "PACK_BYTES", 0)
+        # process cluster the store: both give the store's chain. Here without packs
+        # (PACK_BYTES = 0, read on the client): one task per block, the same chain (the
+        # process cluster above packs the blocks)
+        x = da.from_array(_matrix(), chunks=TILES)
+        monkeypatch.setattr(dask_backend, "PACK_BYTES", 0)
         with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=processes,
                           dashboard_address=":0") as cluster, Client(cluster) as client:
             with get_task_stream(client) as ts:
                 res = bayesian_id(x, K, client=client, chunks=TILES, **KW)
-        assert _finish_tasks_per_iteration(ts) == (4 if n_workers == 1 else 2)
+        assert _finish_tasks_per_iteration(ts) == 4
     assert_same_chain(reference, res)
 
 

@@ -50,6 +50,64 @@ __all__ = ["pivot_block", "pivot_block_masked", "ghk_column"]
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
+def _mapped_column(W, H, Mu, Tau, hier, mu0, tau0, n, k, gw0, gkk, d, gs, dGd, hs, denom,
+                   sign, gnew, crow_n, squ, inv_s2, a, b, wp):
+    # column n's term of the ratio: its log marginal with row k integrated at the mapped
+    # w_{-k} under J' minus at w_{-k} under J. gw0 = G w0 (w0: the column with row k
+    # zeroed; G the column's Gram now), gkk = G_kk, gnew / squ: row k / entry kk of the
+    # Gram after the swap; the mapped rows go to wp. Returns (term, h of the new slot's
+    # conditional, whether the mapped column stays in [a, b])
+    K = W.shape[0]
+    q0 = 0.0
+    lin0 = 0.0
+    dgw = 0.0
+    dh = 0.0
+    sdot = 0.0
+    pri0 = 0.0
+    pri1 = 0.0
+    hk = H[k, n]
+    for i in range(K):
+        if i == k:
+            hk -= gw0[i]
+            continue
+        wi = W[i, n]
+        q0 += wi * gw0[i]
+        lin0 += wi * H[i, n]
+        dgw += d[i] * gw0[i]
+        dh += d[i] * H[i, n]
+        sdot += gs[i] * wi
+    m = (hs - sdot) / denom
+    sm = sign * m
+    hnew = crow_n
+    ok = True
+    for i in range(K):
+        if i == k:
+            wp[i] = 0.0
+            continue
+        wi = W[i, n]
+        v = wi + sm * d[i]
+        if v < a or v > b:
+            ok = False
+        wp[i] = v
+        hnew -= gnew[i] * v
+        if hier:
+            pri0 -= 0.5 * Tau[i, n] * (wi - Mu[i, n]) ** 2
+            pri1 -= 0.5 * Tau[i, n] * (v - Mu[i, n]) ** 2
+        else:
+            pri0 -= 0.5 * tau0 * (wi - mu0) ** 2
+            pri1 -= 0.5 * tau0 * (v - mu0) ** 2
+    if not ok:
+        return -np.inf, hnew, False
+    q1 = q0 + 2.0 * sm * dgw + m * m * dGd
+    lin1 = lin0 + sm * dh
+    muk = Mu[k, n] if hier else mu0
+    tauk = Tau[k, n] if hier else tau0
+    l0 = 0.5 * (2.0 * lin0 - q0) * inv_s2 + _slot_term(gkk, hk, muk, tauk, inv_s2, a, b)
+    l1 = 0.5 * (2.0 * lin1 - q1) * inv_s2 + _slot_term(squ, hnew, muk, tauk, inv_s2, a, b)
+    return (l1 + pri1) - (l0 + pri0), hnew, True
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
 def _pivot_block(G, H, W, GW, Mu, Tau, hier, mu0, tau0, k, d, gs, ss, hs, forward, gnew,
                  crow, squ, inv_s2, a, b, skip, write, out_w, out_h):
     K, nb = W.shape
@@ -68,58 +126,19 @@ def _pivot_block(G, H, W, GW, Mu, Tau, hier, mu0, tau0, k, d, gs, ss, hs, forwar
     sign = 1.0 if forward else -1.0
     total = 0.0
     wp = np.empty(K)
+    gw0 = np.empty(K)
     for n in range(nb):
         if skip[n]:
             continue
         wk = W[k, n]
-        q0 = 0.0
-        lin0 = 0.0
-        dgw = 0.0
-        dh = 0.0
-        sdot = 0.0
-        pri0 = 0.0
-        pri1 = 0.0
-        hk = H[k, n]
         for i in range(K):
-            gw0 = GW[i, n] - G[i, k] * wk  # (G w0)_i, w0 = w with row k zeroed
-            if i == k:
-                hk -= gw0
-                continue
-            wi = W[i, n]
-            q0 += wi * gw0
-            lin0 += wi * H[i, n]
-            dgw += d[i] * gw0
-            dh += d[i] * H[i, n]
-            sdot += gs[i] * wi
-        m = (hs[n] - sdot) / denom
-        sm = sign * m
-        hnew = crow[n]
-        ok = True
-        for i in range(K):
-            if i == k:
-                wp[i] = 0.0
-                continue
-            wi = W[i, n]
-            v = wi + sm * d[i]
-            if v < a or v > b:
-                ok = False
-            wp[i] = v
-            hnew -= gnew[i] * v
-            if hier:
-                pri0 -= 0.5 * Tau[i, n] * (wi - Mu[i, n]) ** 2
-                pri1 -= 0.5 * Tau[i, n] * (v - Mu[i, n]) ** 2
-            else:
-                pri0 -= 0.5 * tau0 * (wi - mu0) ** 2
-                pri1 -= 0.5 * tau0 * (v - mu0) ** 2
+            gw0[i] = GW[i, n] - G[i, k] * wk  # (G w0)_i, w0 = w with row k zeroed
+        term, hnew, ok = _mapped_column(W, H, Mu, Tau, hier, mu0, tau0, n, k, gw0, G[k, k],
+                                        d, gs, dGd, hs[n], denom, sign, gnew, crow[n], squ,
+                                        inv_s2, a, b, wp)
         if not ok:
             return -np.inf
-        q1 = q0 + 2.0 * sm * dgw + m * m * dGd
-        lin1 = lin0 + sm * dh
-        muk = Mu[k, n] if hier else mu0
-        tauk = Tau[k, n] if hier else tau0
-        l0 = 0.5 * (2.0 * lin0 - q0) * inv_s2 + _slot_term(G[k, k], hk, muk, tauk, inv_s2, a, b)
-        l1 = 0.5 * (2.0 * lin1 - q1) * inv_s2 + _slot_term(squ, hnew, muk, tauk, inv_s2, a, b)
-        total += (l1 + pri1) - (l0 + pri0)
+        total += term
         if write:
             for i in range(K):
                 if i != k:
@@ -233,7 +252,7 @@ def _solve_psd(G, rhs, L, out):
 
 @njit(nogil=True, cache=True, error_model="numpy")
 def _pivot_block_masked(Gn, H, W, Mu, Tau, hier, mu0, tau0, k, X, crow, forward, inv_s2,
-                        a, b, skip, write, out_w, out_h, out_det):
+                        a, b, skip, write, out_w, out_h, out_g):
     # _pivot_block with column n's own Gram Gn[n] and its own map (d_n, g_s,n, ||a_s||^2_n)
     K, nb = W.shape
     total = 0.0
@@ -244,7 +263,9 @@ def _pivot_block_masked(Gn, H, W, Mu, Tau, hier, mu0, tau0, k, X, crow, forward,
     q = np.empty(K)
     d = np.zeros(K)
     Lw = np.zeros((K, K))
+    Gd = np.empty(K)
     wp = np.empty(K)
+    gw0 = np.empty(K)
     for n in range(nb):
         if skip[n]:
             continue
@@ -290,7 +311,7 @@ def _pivot_block_masked(Gn, H, W, Mu, Tau, hier, mu0, tau0, k, X, crow, forward,
             # map leaves the column alone (det 1), from either end
             d[:] = 0.0
             denom = 1.0
-        Gd = np.zeros(K)
+        Gd[:] = 0.0
         for i in range(K):
             for j in range(K):
                 if j != k:
@@ -300,63 +321,23 @@ def _pivot_block_masked(Gn, H, W, Mu, Tau, hier, mu0, tau0, k, X, crow, forward,
             if i != k:
                 dGd += d[i] * Gd[i]
         sign = 1.0 if forward else -1.0
-        q0 = 0.0
-        lin0 = 0.0
-        dgw = 0.0
-        dh = 0.0
-        sdot = 0.0
-        pri0 = 0.0
-        pri1 = 0.0
-        hk = H[k, n]
         for i in range(K):
-            gw0 = 0.0  # (Gc w0)_i, w0 = w with row k zeroed
+            gw0[i] = 0.0  # (Gc w0)_i, w0 = w with row k zeroed
             for j in range(K):
                 if j != k:
-                    gw0 += Gc[i, j] * W[j, n]
-            if i == k:
-                hk -= gw0
-                continue
-            wi = W[i, n]
-            q0 += wi * gw0
-            lin0 += wi * H[i, n]
-            dgw += d[i] * gw0
-            dh += d[i] * H[i, n]
-            sdot += gs[i] * wi
-        m = (hs - sdot) / denom
-        sm = sign * m
-        hnew = crow[n]
-        ok = True
-        for i in range(K):
-            if i == k:
-                wp[i] = 0.0
-                continue
-            wi = W[i, n]
-            v = wi + sm * d[i]
-            if v < a or v > b:
-                ok = False
-            wp[i] = v
-            hnew -= q[i] * v
-            if hier:
-                pri0 -= 0.5 * Tau[i, n] * (wi - Mu[i, n]) ** 2
-                pri1 -= 0.5 * Tau[i, n] * (v - Mu[i, n]) ** 2
-            else:
-                pri0 -= 0.5 * tau0 * (wi - mu0) ** 2
-                pri1 -= 0.5 * tau0 * (v - mu0) ** 2
+                    gw0[i] += Gc[i, j] * W[j, n]
+        term, hnew, ok = _mapped_column(W, H, Mu, Tau, hier, mu0, tau0, n, k, gw0, Gc[k, k],
+                                        d, gs, dGd, hs, denom, sign, q, crow[n], squ,
+                                        inv_s2, a, b, wp)
         if not ok:
             return -np.inf, 0.0
-        q1 = q0 + 2.0 * sm * dgw + m * m * dGd
-        lin1 = lin0 + sm * dh
-        muk = Mu[k, n] if hier else mu0
-        tauk = Tau[k, n] if hier else tau0
-        l0 = 0.5 * (2.0 * lin0 - q0) * inv_s2 + _slot_term(Gc[k, k], hk, muk, tauk, inv_s2, a, b)
-        l1 = 0.5 * (2.0 * lin1 - q1) * inv_s2 + _slot_term(squ, hnew, muk, tauk, inv_s2, a, b)
-        total += (l1 + pri1) - (l0 + pri0)
+        total += term
         if write:
             for i in range(K):
                 if i != k:
                     out_w[i, n] = wp[i]
             out_h[n] = hnew
-            out_det[n] = squ
+            out_g[n] = squ
     return total, (logdet if forward else -logdet)
 
 
