@@ -51,12 +51,13 @@ __all__ = ["pivot_block", "pivot_block_masked", "ghk_column"]
 
 @njit(nogil=True, cache=True, error_model="numpy")
 def _mapped_column(W, H, Mu, Tau, hier, mu0, tau0, n, k, gw0, gkk, d, gs, dGd, hs, denom,
-                   sign, gnew, crow_n, squ, inv_s2, a, b, wp):
+                   sign, gnew, crow_n, squ, inv_s2, a, b, wp, write, out_w, out_h):
     # column n's term of the ratio: its log marginal with row k integrated at the mapped
     # w_{-k} under J' minus at w_{-k} under J. gw0 = G w0 (w0: the column with row k
     # zeroed; G the column's Gram now), gkk = G_kk, gnew / squ: row k / entry kk of the
-    # Gram after the swap; the mapped rows go to wp. Returns (term, h of the new slot's
-    # conditional, whether the mapped column stays in [a, b])
+    # Gram after the swap; the mapped rows go to wp (and, with ``write``, to column n of
+    # out_w, the new slot's h to out_h[n]). Returns (term, whether the mapped column
+    # stays in [a, b])
     K = W.shape[0]
     q0 = 0.0
     lin0 = 0.0
@@ -97,14 +98,19 @@ def _mapped_column(W, H, Mu, Tau, hier, mu0, tau0, n, k, gw0, gkk, d, gs, dGd, h
             pri0 -= 0.5 * tau0 * (wi - mu0) ** 2
             pri1 -= 0.5 * tau0 * (v - mu0) ** 2
     if not ok:
-        return -np.inf, hnew, False
+        return -np.inf, False
+    if write:
+        for i in range(K):
+            if i != k:
+                out_w[i, n] = wp[i]
+        out_h[n] = hnew
     q1 = q0 + 2.0 * sm * dgw + m * m * dGd
     lin1 = lin0 + sm * dh
     muk = Mu[k, n] if hier else mu0
     tauk = Tau[k, n] if hier else tau0
     l0 = 0.5 * (2.0 * lin0 - q0) * inv_s2 + _slot_term(gkk, hk, muk, tauk, inv_s2, a, b)
     l1 = 0.5 * (2.0 * lin1 - q1) * inv_s2 + _slot_term(squ, hnew, muk, tauk, inv_s2, a, b)
-    return (l1 + pri1) - (l0 + pri0), hnew, True
+    return (l1 + pri1) - (l0 + pri0), True
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
@@ -133,17 +139,12 @@ def _pivot_block(G, H, W, GW, Mu, Tau, hier, mu0, tau0, k, d, gs, ss, hs, forwar
         wk = W[k, n]
         for i in range(K):
             gw0[i] = GW[i, n] - G[i, k] * wk  # (G w0)_i, w0 = w with row k zeroed
-        term, hnew, ok = _mapped_column(W, H, Mu, Tau, hier, mu0, tau0, n, k, gw0, G[k, k],
-                                        d, gs, dGd, hs[n], denom, sign, gnew, crow[n], squ,
-                                        inv_s2, a, b, wp)
+        term, ok = _mapped_column(W, H, Mu, Tau, hier, mu0, tau0, n, k, gw0, G[k, k], d,
+                                  gs, dGd, hs[n], denom, sign, gnew, crow[n], squ, inv_s2,
+                                  a, b, wp, write, out_w, out_h)
         if not ok:
             return -np.inf
         total += term
-        if write:
-            for i in range(K):
-                if i != k:
-                    out_w[i, n] = wp[i]
-            out_h[n] = hnew
     return total
 
 
@@ -326,17 +327,13 @@ def _pivot_block_masked(Gn, H, W, Mu, Tau, hier, mu0, tau0, k, X, crow, forward,
             for j in range(K):
                 if j != k:
                     gw0[i] += Gc[i, j] * W[j, n]
-        term, hnew, ok = _mapped_column(W, H, Mu, Tau, hier, mu0, tau0, n, k, gw0, Gc[k, k],
-                                        d, gs, dGd, hs, denom, sign, q, crow[n], squ,
-                                        inv_s2, a, b, wp)
+        term, ok = _mapped_column(W, H, Mu, Tau, hier, mu0, tau0, n, k, gw0, Gc[k, k], d,
+                                  gs, dGd, hs, denom, sign, q, crow[n], squ, inv_s2, a, b,
+                                  wp, write, out_w, out_h)
         if not ok:
             return -np.inf, 0.0
         total += term
         if write:
-            for i in range(K):
-                if i != k:
-                    out_w[i, n] = wp[i]
-            out_h[n] = hnew
             out_g[n] = squ
     return total, (logdet if forward else -logdet)
 
