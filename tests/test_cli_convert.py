@@ -145,6 +145,16 @@ def test_triplet_options_are_refused_for_a_dense_matrix(npy, tmp_path, capsys, e
     assert _listing(tmp_path) == ["a.npy"]
 
 
+def test_fill_and_mask_together_are_refused_as_by_fit(npy, tmp_path, capsys):
+    # the same refusal, in the same words, as `fit` (reading.fill_treatment)
+    path, _ = npy
+    assert main(["convert", str(path), "--out", str(tmp_path / "A.zarr"), "--missing",
+                 "mask", "--fill-missing", "zero"]) == 2
+    assert_one_line_error(capsys.readouterr().err,
+                          "--missing mask and --fill-missing zero disagree", "Pass one of them")
+    assert _listing(tmp_path) == ["a.npy"]
+
+
 def test_dense_options_are_refused_for_a_triplet_file(tmp_path, capsys):
     trip = tmp_path / "r.tsv"
     trip.write_text("0\t0\t1.5\n1\t1\t2.0\n")

@@ -14,8 +14,7 @@ import time
 
 import numpy as np
 
-from ..._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX, ROW_NAMES_ATTR
-from ..._attrs import MISSING_ATTR as _MISSING_ATTR
+from ..._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX, MISSING_ATTR, ROW_NAMES_ATTR
 from ._core import CLIError, file_suffix, is_url
 from .reading import (
     KEEP_NAN,
@@ -40,8 +39,6 @@ __all__ = ["convert_to_zarr", "TEXT_SUFFIXES", "CONVERTIBLE_SUFFIXES", "load_in_
 
 #: Files converted to a Zarr store before a fit (TEXT_SUFFIXES: reading.py).
 CONVERTIBLE_SUFFIXES = (".npy", *TEXT_SUFFIXES)
-#: Attribute of a converted store: how NaN was treated (dask_bid/_attrs.py).
-MISSING_ATTR = _MISSING_ATTR
 #: Attribute of a store converted from a text file: ``{"header": bool, "row_labels":
 #: bool}``, how the file was read (a store made before it was recorded had no labels).
 LAYOUT_ATTR = "dask_bid_text_layout"

@@ -18,6 +18,7 @@ from .reading import (
     MISSING_CHOICES,
     TEXT_SUFFIXES,
     add_text_options,
+    fill_treatment,
     text_options,
 )
 
@@ -117,10 +118,7 @@ def _convert_dense(args, src, dst):
     if os.path.isfile(dst):
         raise CLIError(f"--out {dst!r} is a file; a Zarr store is a folder: name another, "
                        "e.g. --out A.zarr.")
-    if args.fill_missing and args.missing == "mask":
-        raise CLIError("--fill-missing zero and --missing mask contradict each other: the "
-                       "first replaces NaN by 0, the second keeps NaN as missing entries.")
-    fill = KEEP_NAN if args.missing == "mask" else args.fill_missing
+    fill = fill_treatment(args.fill_missing, args.missing == "mask")
     convert_to_zarr(src, dst, quiet=args.quiet, overwrite=args.overwrite, chunks=args.chunks,
                     fill_missing=fill, **text_options(args, src))
     import zarr

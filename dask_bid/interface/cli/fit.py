@@ -39,13 +39,13 @@ from .plotting import (
 from .progress import ChainProgress, InterruptLatch
 from .reading import (
     FILL_CHOICES,
-    KEEP_NAN,
     MISSING_CHOICES,
     SUBNORMAL_ADVICE,
     add_names_option,
     add_row_names_option,
     add_text_options,
     detect_text_layout,
+    fill_treatment,
     labels_line,
     read_names_file,
     text_options,
@@ -259,10 +259,7 @@ def run(args):
         src = sparse_src
     convertible = (sparse_src is None and not is_url(src)
                    and file_suffix(src) in CONVERTIBLE_SUFFIXES)
-    if args.fill_missing and masked:
-        raise CLIError("--missing mask and --fill-missing zero disagree: --missing mask leaves "
-                       "every NaN out of the likelihood, --fill-missing zero makes it a 0 "
-                       "that counts. Pass one of them.")
+    fill = fill_treatment(args.fill_missing, masked)
     if args.fill_missing and not convertible:
         raise CLIError(f"--fill-missing applies to .npy and text files, which dask-bid "
                        f"converts; the Zarr array {src!r} is read as is: pass --missing mask "
@@ -302,7 +299,7 @@ def run(args):
             if line:
                 say(line, quiet=args.quiet)
         src = convert_to_zarr(src, dst, quiet=args.quiet, overwrite=args.overwrite,
-                              fill_missing=KEEP_NAN if masked else args.fill_missing, **text)
+                              fill_missing=fill, **text)
         n_filled = converted_fill_count(src)
         if n_filled:
             say(f"filled       {n_filled} NaN entries of {args.input} by 0 (--fill-missing "

@@ -20,6 +20,7 @@ from ._core import CLIError, file_suffix
 __all__ = ["TextLayout", "detect_text_layout", "count_rows", "iter_text_blocks",
            "npy_header", "open_npy", "iter_npy_blocks", "MissingValuesError",
            "finite_or_filled", "scan_non_finite", "FILL_CHOICES", "MISSING_CHOICES", "KEEP_NAN",
+           "fill_treatment",
            "NAN_ADVICE", "ROW_LABEL_CHOICES", "HEADER_CHOICES", "RowIndexCheck",
            "add_text_options", "text_options", "labels_line", "header_names",
            "TEXT_SUFFIXES", "count_subnormal", "SUBNORMAL_ADVICE"]
@@ -31,6 +32,19 @@ FILL_CHOICES = ("zero",)
 MISSING_CHOICES = ("zero", "mask")
 #: The conversion's mode for ``--missing mask``: NaN is kept, as the missing-entry marker.
 KEEP_NAN = "keep"
+
+
+def fill_treatment(fill_missing, masked):
+    """What a conversion does with NaN for ``--fill-missing`` and ``--missing mask``
+    (``masked``), for ``fit`` and ``convert`` alike: :data:`KEEP_NAN` when masked, else
+    the ``--fill-missing`` choice (None: NaN refused); both together are refused."""
+    if fill_missing and masked:
+        raise CLIError("--missing mask and --fill-missing zero disagree: --missing mask "
+                       "leaves every NaN out of the likelihood, --fill-missing zero makes "
+                       "it a 0 that counts. Pass one of them.")
+    return KEEP_NAN if masked else fill_missing
+
+
 #: How to fit a matrix with NaN, in the words of every refusal that meets one.
 NAN_ADVICE = ("Pass --missing mask to fit the observed entries only (NaN marks a missing "
               "entry), or --fill-missing zero to replace every NaN by 0 (the paper's fill)")
