@@ -59,6 +59,7 @@ from ..kernels.block import (
     block_traces,
 )
 from ..kernels.products import row_products, row_products_into
+from ..kernels.swap import masked_gram_rows
 from .checkpoint import load_blob, save_blob
 from .fingerprint import combine_digests, tile_digest
 from .memory import MASK_ROW_OPS, column_blocks
@@ -1236,11 +1237,7 @@ def _swap_rows_part(tile, Au, u_local, segs, *, K, p, kind):
     for lo, hi in segs:
         Mb = mf[:, lo:hi]
         if many:
-            qs = np.stack([(XJ * au[:, [i]]).T @ Mb for i in range(au.shape[1])])
-            if kind == "pivot":
-                qs = np.concatenate([qs, ((au * au).T @ Mb)[:, None]], axis=1)
-            else:
-                qs[:, p] = (au * au).T @ Mb
+            qs = masked_gram_rows(XJ, au, Mb, p, pivot=kind == "pivot")
         else:
             qs = Xq.T @ Mb
         out.append(qs)

@@ -27,6 +27,7 @@ from ..kernels.block import (
     block_set_mask_row,
 )
 from ..kernels.products import row_products
+from ..kernels.swap import masked_gram_rows
 
 __all__ = ["MemoryBackend", "MaskedMemoryBackend", "column_blocks", "MASK_ROW_OPS",
            "INLINE_ENTRIES"]
@@ -204,13 +205,8 @@ class MaskedMemoryBackend(MemoryBackend):
 
             def setqs(i):
                 a, b = self.blocks[i]
-                Mb = self.maskf[:, a:b]
-                qs = np.stack([(XJ * au[:, [i]]).T @ Mb for i in range(au.shape[1])])
-                if kind == "pivot":
-                    qs = np.concatenate([qs, ((au * au).T @ Mb)[:, None]], axis=1)
-                else:
-                    qs[:, ctx.p] = (au * au).T @ Mb
-                return block_set_mask_row(self.states[i], qs)
+                return block_set_mask_row(self.states[i], masked_gram_rows(
+                    XJ, au, self.maskf[:, a:b], ctx.p, pivot=kind == "pivot"))
 
             self.states = self._run(setqs, list(range(len(self.blocks))))
             return super().map(fn, ctx)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["proposal_gram", "swapped_h", "swap_delta", "swapped_grams", "swap_delta_masked"]
+__all__ = ["proposal_gram", "swapped_h", "swap_delta", "swapped_grams", "swap_delta_masked",
+           "masked_gram_rows"]
 
 
 def proposal_gram(G, p, g_col, sq_u):
@@ -61,6 +62,24 @@ def swapped_grams(Gn, p, q):
     G2[:, p, :] = q.T
     G2[:, :, p] = q.T
     return G2
+
+
+def masked_gram_rows(XJ, au, Mf, p, pivot=False):
+    """``missing="mask"``: what the blocks need of each incoming column, per column of A.
+
+    ``XJ`` (M, K) holds the current basis and ``au`` (M, m) the incoming columns, both
+    with missing entries as 0; ``Mf`` (M, nb) is the 0/1 mask of nb columns of A. Returns,
+    for each incoming u, (C^T a_u over each column's observed rows), (m, K, nb), with row
+    ``p`` replaced by ||a_u||^2 there: the new row p of every column's Gram if slot p took
+    u. With ``pivot``, (m, K + 1, nb): the products with the current basis unchanged, then
+    ||a_u||^2 (a pivot attempt's slot is chosen per attempt, kernels/pivot.py).
+    """
+    qs = np.stack([(XJ * au[:, [i]]).T @ Mf for i in range(au.shape[1])])
+    sq = (au * au).T @ Mf
+    if pivot:
+        return np.concatenate([qs, sq[:, None]], axis=1)
+    qs[:, p] = sq
+    return qs
 
 
 def swap_delta_masked(Gn, H, W, p, q, h_u, w_new):
