@@ -40,6 +40,23 @@ def assert_same_chain(a, b, mse_rtol=0.0):
         assert a.mse == b.mse
 
 
+def count_pivots(monkeypatch):
+    """A list that grows by one (the attempt's number) each time a block applies an
+    accepted pivot swap (every block applies each one), so that a test comparing chains
+    can require that the comparison covered accepted pivot swaps."""
+    import dask_bid.engine.chain as chain_mod
+
+    calls = []
+    real = chain_mod.block_pivot_apply
+
+    def counted(state, ctx):
+        calls.append(ctx.pivot[0].sub)
+        return real(state, ctx)
+
+    monkeypatch.setattr(chain_mod, "block_pivot_apply", counted)
+    return calls
+
+
 def complete_checkpoints(out):
     """Iterations of the complete checkpoints of chain 0 written so far under ``out``."""
     found = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dask.array as da
 import numpy as np
 import pytest
-from _support import assert_same_chain
+from _support import assert_same_chain, count_pivots
 from distributed import Client, LocalCluster, WorkerPlugin
 
 from dask_bid import BayesianID, InputShapeError, NonFiniteInputError
@@ -79,26 +79,11 @@ def test_engine_matches_memory_backend_bitwise_in_one_tile(sampler):
     assert eng.trace["accepted"].any()
 
 
-def _count_pivots(monkeypatch):
-    """Counts accepted pivot swaps (their block operation runs once per block each)."""
-    import dask_bid.engine.chain as chain_mod
-
-    calls = []
-    real = chain_mod.block_pivot_apply
-
-    def counted(state, ctx):
-        calls.append(ctx.pivot[0].sub)
-        return real(state, ctx)
-
-    monkeypatch.setattr(chain_mod, "block_pivot_apply", counted)
-    return calls
-
-
 @pytest.mark.parametrize("model", ["gbt", "gbtn"])
 def test_engine_matches_memory_backend_with_pivot_swaps(monkeypatch, model):
     # the masked pivot swap (each column its own map, from one pass of the attempts'
     # products) is the same chain on the engine as in memory, accepted swaps included
-    calls = _count_pivots(monkeypatch)
+    calls = count_pivots(monkeypatch)
     A = _matrix(5, noise=0.5)  # noisy: the pivot swaps are accepted often
     kw = {**KW, "model": model, "init": "random", "n_pivot": 6, "n_anneal": 0, "n_iter": 40}
     mem = bayesian_id(A, K, **kw)

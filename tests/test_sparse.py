@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _support import assert_same_chain
+from _support import assert_same_chain, count_pivots
 
 import dask_bid.interface.sparse_io as sio
 from dask_bid import (
@@ -247,12 +247,7 @@ def test_scipy_input_matches_the_in_memory_masked_fit(sampler):
 
 def test_pivot_swaps_match_the_in_memory_fit(monkeypatch):
     # the masked pivot swap: the products of its attempts from the sparse tiles
-    import dask_bid.engine.chain as chain_mod
-
-    calls = []
-    real = chain_mod.block_pivot_apply
-    monkeypatch.setattr(chain_mod, "block_pivot_apply",
-                        lambda state, ctx: calls.append(1) or real(state, ctx))
+    calls = count_pivots(monkeypatch)
     A = _matrix(6)
     kw = {**KW, "init": "random", "n_pivot": 6, "n_anneal": 0}
     mem = bayesian_id(A, K, **kw)
