@@ -71,6 +71,9 @@ def main(argv=None):
     ap.add_argument("--missing", choices=("zero", "mask"), default="zero",
                     help="zero: the paper's zero fill (default); mask: the missing entries "
                     "left out of the likelihood (loaded as NaN, fitted with missing='mask')")
+    ap.add_argument("--n-redraw", default=None,
+                    help="n_redraw of the collapsed runs (an integer or auto; default: the "
+                    "library's)")
     ap.add_argument("--burn-in", type=int, default=None,
                     help="burn-in of the collapsed runs (default: the library's, 200); a "
                     "tempered warm-up is at most the burn-in")
@@ -101,6 +104,9 @@ def main(argv=None):
                         kw["n_iter"] = args.n_iter
                     if args.burn_in is not None:
                         kw["burn_in"] = args.burn_in
+                    if args.n_redraw is not None:
+                        kw["n_redraw"] = args.n_redraw if args.n_redraw == "auto" \
+                            else int(args.n_redraw)
                 est, s, acc, wall, final = run(A, K, kw, args.seed)
                 ess = s["ess_bulk"]
                 rows.append((label, start, est.n_iter, s["r_hat"].iloc[0], ess.iloc[0],

@@ -40,20 +40,22 @@ def assert_same_chain(a, b, mse_rtol=0.0):
         assert a.mse == b.mse
 
 
-def count_pivots(monkeypatch):
+def count_pivots(monkeypatch, move="pivot"):
     """A list that grows by one (the attempt's number) each time a block applies an
-    accepted pivot swap (every block applies each one), so that a test comparing chains
-    can require that the comparison covered accepted pivot swaps."""
+    accepted pivot swap (``move="redraw"``: redraw swap; every block applies each one),
+    so that a test comparing chains can require that the comparison covered accepted
+    swaps of that move."""
     import dask_bid.engine.chain as chain_mod
 
     calls = []
-    real = chain_mod.block_pivot_apply
+    name = f"block_{move}_apply"
+    real = getattr(chain_mod, name)
 
     def counted(state, ctx):
-        calls.append(ctx.pivot[0].sub)
+        calls.append(getattr(ctx, move)[0].sub)
         return real(state, ctx)
 
-    monkeypatch.setattr(chain_mod, "block_pivot_apply", counted)
+    monkeypatch.setattr(chain_mod, name, counted)
     return calls
 
 

@@ -142,7 +142,8 @@ def test_same_seed_same_fit_from_cli_and_python(data, tmp_path):
     (["--plain"], dict(sampler="plain")),
     (["--n-tries", "all", "--acceptance", "barker", "--n-anneal", "0"],
      dict(n_tries="all", acceptance="barker", n_anneal=0)),
-    (["--n-pivot", "2", "--tempered-warmup", "3"], dict(n_pivot=2, tempered_warmup=3)),
+    (["--n-pivot", "2", "--tempered-warmup", "3", "--n-redraw", "1"],
+     dict(n_pivot=2, tempered_warmup=3, n_redraw=1)),
     (["--candidate-pool", "8", "--pool-every", "5"], dict(candidate_pool=8, pool_every=5)),
     (["--paper"], dict(sampler="aggressive", init="random", proposal_init="copy",
                        point_estimate="mode", w_estimate="mean", refine_sweeps=0)),
@@ -161,7 +162,7 @@ def test_sampler_flags_give_the_python_fit(data, tmp_path, flags, kw):
     stored = open_result(out)
     assert_same_trace(stored.trace_, res.trace)
     assert stored.result_.params["sampler"] == kw.get("sampler", "collapsed")
-    for name in ("candidate_pool", "pool_every"):
+    for name in ("candidate_pool", "pool_every", "n_redraw"):
         if name in kw:
             assert stored.result_.params[name] == kw[name]
 

@@ -325,3 +325,28 @@ def test_a_triplet_files_resume_is_checked_before_the_file_is_converted(tmp_path
     assert main(base + ["--n-iter", "10", "--resume"]) == 2
     assert "a fit is continued, never shortened" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.tsv", "t.zarr"]
+
+
+def _drop_param(out, name):
+    # the output as a version of dask_bid before ``name`` existed wrote it
+    g = zarr.open_group(out, mode="r+")
+    meta = dict(g.attrs["dask_bid"])
+    meta["params"] = {k: v for k, v in meta["params"].items() if k != name}
+    g.attrs["dask_bid"] = meta
+
+
+def test_a_fit_saved_before_the_redraw_swap_continues_as_it_ran(A, tmp_path):
+    """A fit saved before ``n_redraw`` existed ran without redraw swaps: it continues
+    where the parameter's value is 0 (the default of a dense fit, the same chain), and a
+    fit that now gets redraw swaps (masked, K <= 16) is refused with the parameter named."""
+    out = str(tmp_path / "fit.zarr")
+    _fit(A, 20, out)
+    _drop_param(out, "n_redraw")
+    assert_same_chain(_fit(A, 30), _fit(A, 30, out, resume=True))
+    B = A.copy()
+    B[np.random.default_rng(0).random(B.shape) < 0.2] = np.nan
+    out2 = str(tmp_path / "masked.zarr")
+    _fit(B, 12, out2, missing="mask")
+    _drop_param(out2, "n_redraw")
+    with pytest.raises(ParameterError, match="n_redraw: stored 0, now 4"):
+        _fit(B, 20, out2, missing="mask", resume=True)

@@ -28,7 +28,7 @@ M, N, K = 120, 80, 4
 # solve per column and their batch a pass, and two cover the move on every path (the
 # suite's time, README); the pivot's own tests below set more
 KW = dict(n_iter=24, burn_in=8, thin=2, random_state=5, block_size=20, missing="mask",
-          n_trace_columns=4, n_pivot=2)
+          n_trace_columns=4, n_pivot=2, n_redraw=0)  # the redraw swap: its own test
 SYNC = dict(client="synchronous")
 # 4 row tiles x 2 column groups: the gathers and the reduction tree are exercised
 TILES = (32, 40)
@@ -85,10 +85,28 @@ def test_engine_matches_memory_backend_with_pivot_swaps(monkeypatch, model):
     # products) is the same chain on the engine as in memory, accepted swaps included
     calls = count_pivots(monkeypatch)
     A = _matrix(5, noise=0.5)  # noisy: the pivot swaps are accepted often
-    kw = {**KW, "model": model, "init": "random", "n_pivot": 6, "n_anneal": 0, "n_iter": 40}
+    kw = {**KW, "model": model, "init": "random", "n_pivot": 6, "n_anneal": 0, "n_iter": 40,
+          "n_redraw": 0}
     mem = bayesian_id(A, K, **kw)
     n_mem = len(calls)
     assert n_mem > 0, "no pivot swap accepted: the comparison would not cover them"
+    assert_same_chain(mem, bayesian_id(A, K, **kw, **SYNC))
+    assert len(calls) > n_mem
+
+
+@pytest.mark.parametrize("model", ["gbt", "gbtn"])
+def test_engine_matches_memory_backend_with_redraw_swaps(monkeypatch, model):
+    # the masked redraw swap (every column of W redrawn under the new basis, each with
+    # its own Gram) is the same chain on the engine as in memory, accepted swaps included,
+    # whether its products come with the pivot's pass or, after an accepted swap, with a
+    # pass of their own
+    calls = count_pivots(monkeypatch, "redraw")
+    A = _matrix(5, noise=0.5)
+    kw = {**KW, "model": model, "init": "random", "n_pivot": 2, "n_anneal": 0, "n_iter": 30,
+          "n_redraw": 4}
+    mem = bayesian_id(A, K, **kw)
+    n_mem = len(calls)
+    assert n_mem > 0, "no redraw swap accepted: the comparison would not cover them"
     assert_same_chain(mem, bayesian_id(A, K, **kw, **SYNC))
     assert len(calls) > n_mem
 
@@ -344,6 +362,7 @@ def test_block_memory_stays_within_the_stated_bound(tmp_path, process_client):
     # draw per iteration, refinement sweep and point estimate
     assert cfg.n_pivot > 0  # the pivot attempts' rows are part of the bound
     bound = masked_block_bytes(nb, Kb, n_tries=cfg.n_tries, n_pivot=cfg.n_pivot,
+                               n_redraw=cfg.n_redraw,
                                max_cached_rows=cfg.max_cached_rows,
                                max_tracked_sets=cfg.max_tracked_sets,
                                trace_values=2 * (6 + 2 + 2))

@@ -222,6 +222,8 @@ PARAMS = [
     (dict(warmup_temperature=0.5), "warmup_temperature must be >= 1"),
     (dict(warmup_temperature=-1.0), "warmup_temperature must be a positive finite number"),
     (dict(n_pivot=-1), "n_pivot must be >= 0"),
+    (dict(n_redraw=-1), "n_redraw must be >= 0"),
+    (dict(n_redraw="some"), "n_redraw must be an integer"),
     (dict(acceptance="mh"), "unknown acceptance 'mh'"),
     (dict(n_chains=0), "n_chains must be >= 1"),
     (dict(n_candidates=0), "n_candidates must be >= 1"),

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.timeout(240)
 M, N, K = 150, 60, 4
 # two pivot attempts an iteration, not the default 8 (tests/test_engine_masked.py, KW)
 KW = dict(n_iter=20, burn_in=6, thin=2, random_state=3, block_size=20, missing="mask",
-          n_trace_columns=4, init="random", n_pivot=2)
+          n_trace_columns=4, init="random", n_pivot=2, n_redraw=0)  # redraw: its own test
 SYNC = dict(client="synchronous")
 
 
@@ -249,9 +249,20 @@ def test_pivot_swaps_match_the_in_memory_fit(monkeypatch):
     # the masked pivot swap: the products of its attempts from the sparse tiles
     calls = count_pivots(monkeypatch)
     A = _matrix(6)
-    kw = {**KW, "init": "random", "n_pivot": 6, "n_anneal": 0}
+    kw = {**KW, "init": "random", "n_pivot": 6, "n_anneal": 0, "n_redraw": 0}
     mem = bayesian_id(A, K, **kw)
     assert calls, "no pivot swap accepted: the comparison would not cover them"
+    _close(mem, bayesian_id(_coo(A).tocsr(), K, **kw))
+
+
+def test_redraw_swaps_match_the_in_memory_fit(monkeypatch):
+    # the masked redraw swap: its attempts' products over each column's observed rows
+    # from the sparse tiles
+    calls = count_pivots(monkeypatch, "redraw")
+    A = _matrix(6)
+    kw = {**KW, "init": "random", "n_pivot": 2, "n_anneal": 0, "n_redraw": 4}
+    mem = bayesian_id(A, K, **kw)
+    assert calls, "no redraw swap accepted: the comparison would not cover them"
     _close(mem, bayesian_id(_coo(A).tocsr(), K, **kw))
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..kernels.block import (
     PivotAttempt,
+    RedrawAttempt,
     StepContext,
     block_aggressive,
     block_annealed_finish,
@@ -36,6 +37,9 @@ from ..kernels.block import (
     block_plain_finish,
     block_plain_propose,
     block_rebase,
+    block_redraw_apply,
+    block_redraw_score,
+    block_redraw_score_held,
 )
 from ..kernels.linalg import pinv_sym
 from ..kernels.pivot import ghk_column
@@ -92,6 +96,8 @@ class ChainConfig(NamedTuple):
     warmup_temperature: float = 1e4
     # collapsed: pivot swap attempts per iteration (the other rows of W follow the swap)
     n_pivot: int = 0
+    # collapsed: redraw swap attempts per iteration (every column of W drawn afresh)
+    n_redraw: int = 0
     # warm-up only: never swap in a column that lies in the span of the other basis
     # columns (a copy of one of them): such bases trap the chain at the target
     avoid_degenerate: bool = False
@@ -127,6 +133,10 @@ class ClientState:
     # the candidate pool S (sorted; it holds J), or None: every column is a candidate
     pool: tuple | None = None
     peek: dict = field(default_factory=dict)  # (col, proposal) -> (H[:, col], sq), prefetched
+    # masked: (J, columns) of the products over each column's observed rows that the blocks
+    # hold from the pivot's last scoring pass (``state.mrow``), for the redraw swap that
+    # follows in the same iteration; None otherwise (never left set across iterations)
+    held_rows: tuple | None = None
     n_passes: int = 0
     trace_mse: list = field(default_factory=list)
     trace_sigma2: list = field(default_factory=list)
@@ -497,7 +507,9 @@ def _ensure_rows(backend, cfg, entropy, chain, st: ClientState, S, J):
 
 
 def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retained):
-    """The exact collapsed swap (MODEL_NOTES 8), then a sweep of W and sigma^2.
+    """The pivot and redraw swaps (``cfg.n_pivot``, ``cfg.n_redraw`` attempts), the
+    annealed swap when due, then the exact collapsed swap (MODEL_NOTES 8), a sweep of W
+    and sigma^2.
 
     Slot k is uniform; the candidates are a uniform random subset of the columns outside
     J (:func:`_candidate_set`). Every block returns its share of each candidate's log
@@ -508,6 +520,8 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
     annealed = False
     if cfg.n_pivot:
         annealed = _move_pivot(backend, cfg, entropy, chain, st, g) > 0
+    if cfg.n_redraw:
+        annealed = (_move_redraw(backend, cfg, entropy, chain, st, g) > 0) or annealed
     if _anneals(cfg, st.iteration):
         st.peek = {}  # the annealed move changes the blocks' state
         took, _ = _move_annealed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g,
@@ -616,6 +630,12 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
         incoming = sorted({u for _, u in atts})
         _ensure_rows(backend, cfg, entropy, chain, st, incoming, st.J)
         cols = _columns(backend, st, [u for _, u in atts])
+        masked_cols = incoming
+        if cfg.masked and cfg.n_redraw:
+            # the redraw swap's candidates if no attempt here is accepted: their products
+            # over each column's observed rows come with this pass, saving the redraw's
+            masked_cols = sorted(set(incoming) | set(_next_candidates(
+                entropy, chain, st.cand_pos, n_cols, st.J, cfg.n_redraw, st.pool)))
         # per attempt: None (rejected before scoring) or (its index in ``sent``, G', log|det|)
         plan, sent = [], []
         for (k, u), (gcol, squ) in zip(atts, cols, strict=True):
@@ -637,7 +657,7 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
             # iteration, which is all that draws from it
             sent.append(PivotAttempt(k=k, p=p, u=int(u), d=d, gs=gs, ss=ss, forward=forward,
                                      gnew=gnew, squ=float(squ), sub=done + len(sent),
-                                     row=incoming.index(int(u))))
+                                     row=masked_cols.index(int(u))))
         # the collapsed swap's candidates, drawn next if no attempt is accepted (and no
         # annealed move comes between): their columns come back with the scores
         peek = ()
@@ -648,11 +668,14 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
         # ``cands``: the incoming columns whose products a masked backend computes first
         ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=pri,
                           sigma2=st.sigma2, G=st.G, J=st.J, pivot=tuple(sent), peek=peek,
-                          cands=tuple(int(c) for c in incoming) if cfg.masked else ())
+                          cands=tuple(int(c) for c in masked_cols) if cfg.masked else ())
         totals = np.zeros(len(sent))
         info = {}
+        st.held_rows = None
         if sent:
             res = backend.map(block_pivot_score, ctx)
+            if cfg.masked and cfg.n_redraw:
+                st.held_rows = (tuple(int(j) for j in st.J), ctx.cands)
             for tot, part, *_ in res:
                 totals += tot
                 info.update(part)
@@ -687,8 +710,80 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
                 log_a /= cfg.temperature
             if math.log(g.random()) < log_a:
                 st.peek = {}  # peeked under the basis this swap leaves
+                st.held_rows = None  # the apply drops the blocks' products
                 backend.map(block_pivot_apply, ctx._replace(pivot=(att._replace(
                     w_new=tuple(w_new)),), peek=()))
+                _swap_basis(st, k, int(u), gcol, squ)
+                accepted += 1
+                took = True
+                break
+        if not took:
+            break
+    return accepted
+
+
+def _move_redraw(backend, cfg, entropy, chain, st: ClientState, g):
+    """``cfg.n_redraw`` redraw swaps (kernels/redraw.py): slot k (uniform) moves to a
+    uniform column u outside J and every column of W is drawn afresh from its GHK
+    proposal under the new basis; accepted by the exact Metropolis-Hastings ratio, the
+    sum of the columns' GHK weights (new under J' minus current under J). The attempts
+    are scored together against the current state and decided in order; after an
+    acceptance the remaining ones are drawn again from the new state. Masked: each
+    column's Gram is its own (the blocks get u's products over each column's observed
+    rows, ``MASK_ROW_OPS`` kind "pivot"). Returns the number accepted."""
+    K = cfg.n_components
+    n_cols = backend.n_cols
+    done = accepted = 0
+    held, st.held_rows = st.held_rows, None
+    while done < cfg.n_redraw:
+        atts = []
+        for _ in range(cfg.n_redraw - done):
+            k = int(g.integers(K))
+            u, pos = _next_candidate(entropy, chain, st, n_cols, st.J)
+            st.cand_pos = pos
+            atts.append((k, u))
+        incoming = sorted({u for _, u in atts})
+        # masked: the blocks still hold the products of these columns under this basis
+        # when the pivot's pass computed them and nothing has changed since
+        reuse = (held is not None and held[0] == tuple(int(j) for j in st.J)
+                 and set(incoming) <= set(held[1]))
+        rows_of = list(held[1]) if reuse else incoming
+        held = None
+        _ensure_rows(backend, cfg, entropy, chain, st, incoming, st.J)
+        peek = st.peek
+        cols = _columns(backend, st, [u for _, u in atts])
+        st.peek = peek  # still valid for the collapsed swap unless an attempt is taken
+        sent, which = [], []
+        for (k, u), (gcol, squ) in zip(atts, cols, strict=True):
+            if cfg.avoid_degenerate and _in_span(st.G, k, gcol, squ):
+                which.append(None)  # the warm-up's rank rule, as for the other swaps
+                continue
+            which.append(len(sent))
+            # the attempt's stream: unique among the attempts of this iteration
+            sent.append(RedrawAttempt(k=k, p=int(st.J[k]), u=int(u),
+                                      G2=proposal_gram(st.G, k, gcol, squ)[0],
+                                      sub=done + len(sent), row=rows_of.index(int(u))))
+        ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration,
+                          priors=cfg.priors, sigma2=st.sigma2, G=st.G, J=st.J,
+                          redraw=tuple(sent),
+                          cands=tuple(int(c) for c in rows_of) if cfg.masked else ())
+        totals = np.zeros(len(sent))
+        if sent:
+            # the held rows' variant of the score is not in MASK_ROW_OPS: no pass
+            score = block_redraw_score_held if reuse and cfg.masked else block_redraw_score
+            for tot in backend.map(score, ctx):
+                totals += tot
+        took = False
+        for (k, u), i, (gcol, squ) in zip(atts, which, cols, strict=True):
+            done += 1
+            if i is None or not np.isfinite(totals[i]):
+                continue
+            log_a = totals[i]
+            if cfg.temperature != 1.0:
+                log_a /= cfg.temperature
+            if math.log(g.random()) < log_a:
+                st.peek = {}  # peeked under the basis this swap leaves
+                backend.map(block_redraw_apply, ctx._replace(redraw=(sent[i],)))
                 _swap_basis(st, k, int(u), gcol, squ)
                 accepted += 1
                 took = True

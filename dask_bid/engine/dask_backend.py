@@ -1091,22 +1091,23 @@ class DaskBackend:
 
 
 def masked_block_bytes(nb, K, *, n_tries, max_cached_rows, max_tracked_sets=16,
-                       trace_values=0, n_pivot=0):
+                       trace_values=0, n_pivot=0, n_redraw=0):
     """Upper bound of the bytes one block's state holds under ``missing="mask"``
     (docs/engine.md, "Missing entries"); it does not grow with the number of rows M.
 
     For ``nb`` columns: two copies of the per-column Gram matrices (nb x K x K: the
     current basis's, and the aggressive or annealed proposal's), the pending swap's new
-    Gram rows (``n_tries`` x K x nb, or the pivot attempts' products, ``n_pivot`` x
-    (K + 1) x nb, whichever is larger), W, H, GBTN's Mu and Tau and the same four for a
-    proposal (8 K x nb), the squared norms, the cached candidate rows
-    (``max_cached_rows`` x nb), and the posterior sums (2 K x nb) of up to
+    Gram rows (``n_tries`` x K x nb, or the pivot and redraw attempts' products, computed
+    in one pass, ``n_pivot + n_redraw`` x (K + 1) x nb, whichever is larger), W, H, GBTN's Mu
+    and Tau and the same four for a proposal (8 K x nb), the squared norms, the cached
+    candidate rows (``max_cached_rows`` x nb), and the posterior sums (2 K x nb) of up to
     ``max_tracked_sets`` bases plus the two the point estimate records; ``trace_values``
     is the number of (column, draw) pairs of the traced columns the block keeps (K floats
     each). While a task runs, the annealed swap's interpolated Grams take up to three
     more nb x K x K copies.
     """
-    per_col = (2 * K * K + max(int(n_tries) * K, int(n_pivot) * (K + 1)) + 8 * K + 1
+    per_col = (2 * K * K + max(int(n_tries) * K, (int(n_pivot) + int(n_redraw)) * (K + 1))
+               + 8 * K + 1
                + int(max_cached_rows)
                + 2 * K * (int(max_tracked_sets) + 2))
     return 8 * (int(nb) * per_col + K * int(trace_values))

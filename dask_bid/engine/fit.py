@@ -185,9 +185,22 @@ def _check_extendable(stored, meta, ckpt, where):
                 f"with n_iter={want} and overwrite=True.")
 
 
+#: parameters added since fits were first saved, with the value that gives the chain a
+#: fit saved before them ran (a stored fit without them resumes with that value)
+_ADDED_PARAMS = {"n_redraw": 0}
+
+
+def _with_added_params(stored):
+    params = stored.get("params")
+    if not isinstance(params, dict):
+        return stored
+    return {**stored, "params": {**_ADDED_PARAMS, **params}}
+
+
 def _check_stored(stored, meta, entropy_given, out, storage_options) -> bool:
     """Compare this call with the fit ``stored`` at ``out`` (refusing what cannot be
     resumed or continued); returns whether it continues that finished fit."""
+    stored = _with_added_params(stored)
     if not _extends(stored, meta):
         _compare_meta(stored, meta, entropy_given)
         return False

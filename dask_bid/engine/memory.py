@@ -24,6 +24,7 @@ from ..kernels.block import (
     block_pivot_score,
     block_plain_propose,
     block_posterior,
+    block_redraw_score,
     block_set_mask_row,
 )
 from ..kernels.products import row_products
@@ -45,7 +46,7 @@ INLINE_ENTRIES = 1 << 20
 #: new move whose block operation reads ``state.mrow`` is registered here once.
 MASK_ROW_OPS = {block_collapsed_score: "candidates", block_aggressive: "incoming",
                 block_plain_propose: "incoming", block_annealed_propose: "incoming",
-                block_pivot_score: "pivot"}
+                block_pivot_score: "pivot", block_redraw_score: "pivot"}
 
 
 def column_blocks(n_cols: int, block_size: int | None, n_blocks_hint: int = 2):

@@ -226,7 +226,8 @@ def chain_config(p, n_cols: int, *, memory=None, row_bytes=None,
         else 1
     per_iter = 1
     if move == "collapsed":  # the collapsed set, the pivot attempts, the annealed swaps
-        per_iter = m + int(p.get("n_pivot", 0)) + (1 if p.get("n_anneal", 0) else 0)
+        per_iter = (m + int(p.get("n_pivot", 0)) + int(p.get("n_redraw", 0))
+                    + (1 if p.get("n_anneal", 0) else 0))
     nc = n_candidates_for(p["n_candidates"], n_cols, p["n_iter"], per_iter, memory=memory,
                           row_bytes=row_bytes)
     if move == "collapsed" and p.get("n_tries") == "all":
@@ -255,6 +256,7 @@ def chain_config(p, n_cols: int, *, memory=None, row_bytes=None,
                        masked=p.get("missing", "zero") == "mask",
                        n_anneal=int(p.get("n_anneal", 0)) if move == "collapsed" else 0,
                        n_pivot=int(p.get("n_pivot", 0)) if move == "collapsed" else 0,
+                       n_redraw=int(p.get("n_redraw", 0)) if move == "collapsed" else 0,
                        anneal_every=int(p.get("anneal_every", 1)),
                        search_warmup=int(p.get("search_warmup", 0)) if move == "collapsed"
                        else 0,

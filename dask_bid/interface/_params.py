@@ -77,6 +77,22 @@ def _warmup(name, value, auto, burn_in, hint, why):
     return n
 
 
+#: ``n_redraw="auto"``: redraw swap attempts per iteration of a masked fit with at most
+#: ``REDRAW_AUTO_MAX_K`` components (each attempt costs about K / 3 sweeps there: a GHK
+#: proposal of every column, each with its own K x K factorisation); 0 otherwise, where
+#: the pivot swap already mixes (dense) or the attempt's cost grows as K^3 per column
+REDRAW_AUTO = 4
+REDRAW_AUTO_MAX_K = 16
+
+
+def _n_redraw(value, missing, K):
+    if isinstance(value, str) and value.lower() == "auto":
+        return REDRAW_AUTO if missing == "mask" and K <= REDRAW_AUTO_MAX_K else 0
+    return _int("n_redraw", value, 0,
+                hint=" It is the number of redraw swap attempts per iteration, or 'auto'; "
+                     "0 for none.")
+
+
 def _choice(name, value, choices, extra=""):
     # string options are case-insensitive ("GBT" is "gbt"); returned lower-cased
     v = value.lower() if isinstance(value, str) else value
@@ -292,6 +308,7 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
     out["proposal_init"] = _choice("proposal_init", p["proposal_init"], PROPOSAL_INITS)
     out["missing"] = _choice("missing", p["missing"], MISSING,
                              " ('zero': every entry counts; 'mask': NaN marks a missing entry)")
+    out["n_redraw"] = _n_redraw(p.get("n_redraw", 0), out["missing"], out["n_components"])
     out["n_chains"] = _int("n_chains", p["n_chains"], 1)
     if isinstance(p["n_candidates"], str) and p["n_candidates"].lower() == "auto":
         out["n_candidates"] = "auto"

@@ -45,7 +45,8 @@ class BayesianID:
         How the basis J moves; what each chain targets:
 
         - ``"collapsed"``: exact. Each iteration makes ``n_pivot`` pivot swaps (a slot
-          moves to a random column while the other rows of W follow it), then picks a
+          moves to a random column while the other rows of W follow it) and
+          ``n_redraw`` redraw swaps (a slot moves and all of W is redrawn), then picks a
           slot k of J and a random set of ``n_tries`` columns outside J and chooses
           among them and the slot's current column by their marginal likelihood with
           row k of W integrated out (closed form); row k is then drawn from its exact
@@ -89,6 +90,19 @@ class BayesianID:
         ``missing="mask"`` every column gets its own map and Jacobian from its observed
         rows (O(K^3 N) an attempt, and on the Dask engine one more pass over A per
         iteration to get the incoming columns' products).
+    n_redraw : int or "auto", default="auto"
+        ``sampler="collapsed"``: redraw swaps per iteration. Slot k (uniform) moves to a
+        uniform column u outside J and every column of W is drawn afresh from its GHK
+        proposal under the new basis (each column's Gaussian full conditional, its
+        coordinates drawn in order and truncated to the box); the exact
+        Metropolis-Hastings ratio of this independence proposal (the columns' GHK
+        weights, new under J' against current under J) accepts or rejects, so the chain
+        still targets p(J, W, sigma^2 | A) (docs/model.md, "The redraw swap"). It reaches
+        bases where W_{-k} must change in a way the pivot's map does not give; each costs
+        two K x K factorisations per column (per block for dense GBT); with
+        ``missing="mask"`` the products it needs come with the pivot swap's pass over A.
+        "auto": 4 for ``missing="mask"`` with K <= 16 (where masked chains got stuck
+        without it, docs/performance.md "Masked fits"), else 0.
     n_anneal : int, default=10
         ``sampler="collapsed"``: steps of the annealed swap (a slot moves to a random
         column while W follows through ``n_anneal`` intermediate distributions; accepted
@@ -293,7 +307,8 @@ class BayesianID:
     """
 
     def __init__(self, n_components, *, model="gbt", sampler="collapsed", n_tries=8,
-                 acceptance="metropolis", n_pivot=8, n_anneal=10, anneal_every=5,
+                 acceptance="metropolis", n_pivot=8, n_redraw="auto", n_anneal=10,
+                 anneal_every=5,
                  search_warmup=0, tempered_warmup="auto", warmup_temperature=100.0,
                  n_iter=1000,
                  burn_in=200, thin=1,
@@ -309,6 +324,7 @@ class BayesianID:
         self.n_tries = n_tries
         self.acceptance = acceptance
         self.n_pivot = n_pivot
+        self.n_redraw = n_redraw
         self.n_anneal = n_anneal
         self.anneal_every = anneal_every
         self.search_warmup = search_warmup

@@ -20,9 +20,9 @@ from .result import BIDResult
 __all__ = ["bayesian_id", "DEFAULTS", "PAPER_SETTINGS"]
 
 DEFAULTS = dict(
-    model="gbt", sampler="collapsed", n_tries=8, acceptance="metropolis", n_pivot=8, n_anneal=10,
-    anneal_every=5, search_warmup=0, tempered_warmup="auto", warmup_temperature=100.0,
-    n_iter=1000,
+    model="gbt", sampler="collapsed", n_tries=8, acceptance="metropolis", n_pivot=8,
+    n_redraw="auto", n_anneal=10, anneal_every=5, search_warmup=0, tempered_warmup="auto",
+    warmup_temperature=100.0, n_iter=1000,
     burn_in=200, thin=1, bounds=(-1.0, 1.0),
     alpha_sigma=0.1, beta_sigma=1.0, mu=0.0, tau=1.0, mu_mu=0.0, tau_mu=0.1, alpha_t=1.0,
     beta_t=1.0, init="auto", point_estimate="best", temperature=1.0, n_chains=1,

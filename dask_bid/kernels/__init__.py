@@ -20,6 +20,8 @@ from .block import (
     block_plain_propose,
     block_posterior,
     block_rebase,
+    block_redraw_apply,
+    block_redraw_score,
     block_set_mask_row,
     block_traces,
 )
@@ -81,6 +83,8 @@ __all__ = [
     "block_collapsed_finish",
     "block_pivot_score",
     "block_pivot_apply",
+    "block_redraw_score",
+    "block_redraw_apply",
     "pivot_block",
     "ghk_column",
     "block_box_score",

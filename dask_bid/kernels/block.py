@@ -18,7 +18,8 @@ from .boxls import box_lstsq
 from .collapsed import candidate_terms, draw_slot_row, slot_marginal, slot_terms
 from .pivot import pivot_block, pivot_block_masked
 from .priors import Priors
-from .rng import ANNEAL, PIVOT, PRIOR, SLOT, SWEEP, SWEEP2, stream
+from .redraw import redraw_block
+from .rng import ANNEAL, PIVOT, PRIOR, REDRAW, SLOT, SWEEP, SWEEP2, stream
 from .swap import swap_delta, swap_delta_masked, swapped_grams, swapped_h
 from .sweep import draw_hyper_block, draw_prior_block, sweep_block
 
@@ -35,6 +36,9 @@ __all__ = [
     "block_collapsed_finish",
     "block_pivot_score",
     "block_pivot_apply",
+    "block_redraw_score",
+    "block_redraw_score_held",
+    "block_redraw_apply",
     "block_box_score",
     "block_ls_bound",
     "block_annealed_propose",
@@ -116,6 +120,8 @@ class StepContext(NamedTuple):
     direction: int = 1
     # pivot swap: one PivotAttempt per attempt (score), or the accepted one (apply)
     pivot: tuple = ()
+    # redraw swap: one RedrawAttempt per attempt (score), or the accepted one (apply)
+    redraw: tuple = ()
 
 
 class PivotAttempt(NamedTuple):
@@ -134,6 +140,18 @@ class PivotAttempt(NamedTuple):
     w_new: tuple = ()  # apply: the new columns p and u of W (the GHK draws)
     # missing="mask": d, gs and ss are per column and computed in the blocks (None here);
     # ``row`` indexes u's products over each column's observed rows in ``state.mrow``
+    row: int = -1
+
+
+class RedrawAttempt(NamedTuple):
+    """One redraw swap proposal, slot k: p -> u (kernels/redraw.py)."""
+
+    k: int
+    p: int
+    u: int
+    G2: np.ndarray  # the Gram after the swap (dense; masked: the blocks' own)
+    sub: int = 0  # the attempt's number within the iteration (its random stream)
+    # missing="mask": u's products over each column's observed rows in ``state.mrow``
     row: int = -1
 
 
@@ -465,6 +483,51 @@ def block_pivot_apply(state: BlockState, ctx: StepContext):
         if state.start <= c < state.stop:
             W[:, c - state.start] = w
     return state._replace(W=W, H=swapped_h(state.H, k, crow), Gn=Gn, mrow=None), None
+
+
+def _redraw(state: BlockState, ctx: StepContext, att: RedrawAttempt):
+    # the attempt's W' and log ratio share; its stream is keyed by the attempt, so the
+    # apply pass draws the very W' the score pass weighed
+    gen = stream(ctx.entropy, ctx.chain, ctx.iteration, state.index, REDRAW, att.sub)
+    masked = state.Gn is not None
+    q = _new_gram_row(state, att) if masked else None
+    return redraw_block(gen, ctx.G, att.G2, state.H, state.W, state.Mu, state.Tau,
+                        ctx.priors, att.k, _row_of(state, att.u), ctx.sigma2,
+                        Gn=state.Gn, q=q)
+
+
+def block_redraw_score(state: BlockState, ctx: StepContext):
+    """Redraw swap, first half: for each attempt in ``ctx.redraw``, this block's share of
+    the log acceptance ratio (:func:`kernels.redraw.redraw_block`: every column's GHK
+    weight of a fresh draw under J' minus that of its current value under J). Masked:
+    ``state.mrow`` holds u's products over each column's observed rows (MASK_ROW_OPS
+    kind "pivot"). Returns the unchanged state and the totals."""
+    totals = np.empty(len(ctx.redraw))
+    for i, att in enumerate(ctx.redraw):
+        totals[i] = _redraw(state, ctx, att)[0]
+    return state, totals
+
+
+def block_redraw_score_held(state: BlockState, ctx: StepContext):
+    """:func:`block_redraw_score` on the products an earlier pass of the same iteration
+    left in ``state.mrow`` (the pivot swap's, which computes the redraw's candidates too
+    when nothing it does changes the basis): the same function, not registered in
+    ``MASK_ROW_OPS``, so the masked backends make no pass for it."""
+    return block_redraw_score(state, ctx)
+
+
+def block_redraw_apply(state: BlockState, ctx: StepContext):
+    """Redraw swap, second half (accepted): W becomes the attempt's W' (drawn again from
+    the same stream: the same floats), row k of H becomes a_u^T A[:, block] (masked: and
+    row k of every column's Gram). ``ctx.G`` is the Gram *before* the swap. Returns the
+    new state and None."""
+    att = ctx.redraw[0]
+    _, W = _redraw(state, ctx, att)
+    Gn = state.Gn
+    if Gn is not None:
+        Gn = swapped_grams(Gn, att.k, _new_gram_row(state, att))
+    return state._replace(W=W, H=swapped_h(state.H, att.k, _row_of(state, att.u)), Gn=Gn,
+                          mrow=None), None
 
 
 def _delta_sse(H, W, k, row_u, d, Gn=None, q=None):

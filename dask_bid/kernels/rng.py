@@ -11,10 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["root_entropy", "stream", "CLIENT", "SWEEP", "PRIOR", "CANDIDATES", "INIT", "SWEEP2",
-           "SLOT", "ANNEAL", "PIVOT", "POOL"]
+           "SLOT", "ANNEAL", "PIVOT", "POOL", "REDRAW"]
 
-# purposes: the last element of the spawn key
-CLIENT, SWEEP, SWEEP2, PRIOR, CANDIDATES, INIT, SLOT, ANNEAL, PIVOT, POOL = range(10)
+# purposes: the last element of the spawn key (new purposes go at the end: the numbers
+# key every saved chain's streams)
+CLIENT, SWEEP, SWEEP2, PRIOR, CANDIDATES, INIT, SLOT, ANNEAL, PIVOT, POOL, REDRAW = range(11)
 
 
 def root_entropy(random_state) -> int:

@@ -57,7 +57,8 @@ from .sparse import add_sparse_options, sparse_input, sparse_kind
 #: not given
 _SAMPLER_OPTIONS = {"model": "model", "sampler": "sampler", "n_tries": "n_tries",
                     "acceptance": "acceptance", "n_anneal": "n_anneal",
-                    "n_pivot": "n_pivot", "tempered_warmup": "tempered_warmup",
+                    "n_pivot": "n_pivot", "n_redraw": "n_redraw",
+                    "tempered_warmup": "tempered_warmup",
                     "anneal_every": "anneal_every", "n_iter": "n_iter", "burn_in": "burn_in",
                     "thin": "thin", "n_chains": "n_chains", "seed": "random_state",
                     "point_estimate": "point_estimate", "w_estimate": "w_estimate",
@@ -86,6 +87,13 @@ def params_from_args(args) -> dict:
         except ValueError as exc:
             raise CLIError(f"--n-tries {params['n_tries']!r}: expected a positive integer or "
                            "all.") from exc
+    redraw = params.get("n_redraw")
+    if isinstance(redraw, str) and redraw.lower() != "auto":
+        try:
+            params["n_redraw"] = int(redraw)
+        except ValueError as exc:
+            raise CLIError(f"--n-redraw {redraw!r}: expected an integer >= 0 or auto.") \
+                from exc
     pool = params.get("candidate_pool")
     if isinstance(pool, str):
         if pool.lower() == "none":
@@ -470,6 +478,10 @@ def add_parser(sub):
     fit.add_argument("--n-pivot", type=nonneg_int, default=None, metavar="N",
                      help="collapsed sampler: pivot swaps per iteration, the other rows of W "
                      "following the swapped column (default 8; 0: none)")
+    fit.add_argument("--n-redraw", default=None, metavar="N",
+                     help="collapsed sampler: redraw swaps per iteration, every column of W "
+                     "drawn afresh under the new basis (default auto: 4 for --missing mask "
+                     "with --k <= 16, else 0)")
     fit.add_argument("--tempered-warmup", type=nonneg_int, default=None, metavar="N",
                      help="collapsed sampler: burn-in iterations whose swaps run at a "
                      "temperature falling from 100 to 1 (default: 3/4 of the burn-in; 0: "
