@@ -369,10 +369,12 @@ def test_tempered_warmup_changes_only_the_burn_in():
 
 
 @pytest.mark.parametrize("model", ["gbt", "gbtn"])
-def test_peeked_columns_save_round_trips_and_change_nothing(monkeypatch, model):
+@pytest.mark.parametrize("n_redraw", [0, 2])
+def test_peeked_columns_save_round_trips_and_change_nothing(monkeypatch, model, n_redraw):
     """The collapsed sampler's moves return the columns the next move needs (the next
-    iteration's pivot attempts with the sweep, the collapsed candidates with the pivot
-    scores): the chain is bitwise the chain that fetches them, with fewer fetches."""
+    iteration's pivot attempts with the sweep, the redraw and collapsed candidates with
+    the pivot scores): the chain is bitwise the chain that fetches them, with fewer
+    fetches."""
     from _support import assert_same_chain
 
     from dask_bid.engine import chain as chain_mod
@@ -389,16 +391,17 @@ def test_peeked_columns_save_round_trips_and_change_nothing(monkeypatch, model):
 
     monkeypatch.setattr(DaskBackend, "columns", counted)
     kw = dict(model=model, n_iter=40, burn_in=10, init="random", random_state=2,
-              block_size=10, client="synchronous")
+              block_size=10, client="synchronous", n_redraw=n_redraw)
     runs = {}
     for peek in (False, True):
         monkeypatch.setattr(chain_mod, "PEEK_COLUMNS", peek)
         fetches.append(0)
         runs[peek] = bayesian_id(A, 4, **kw)
     assert_same_chain(runs[False], runs[True])
-    # two fetches an iteration without peeking (the pivot's and the collapsed swap's);
-    # with it, only where an accepted swap or an annealed move spoils the peek
-    assert fetches[0] >= 2 * 40 - 5
+    # two fetches an iteration without peeking (the pivot's and the collapsed swap's; and
+    # the redraw swap's); with it, only where an accepted swap or an annealed move spoils
+    # the peek
+    assert fetches[0] >= (3 if n_redraw else 2) * 40 - 5
     assert fetches[1] <= fetches[0] / 2, fetches
     # the same on the in-memory backend, whose moves share the code
     mem = {}

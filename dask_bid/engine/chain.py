@@ -466,6 +466,14 @@ def _move_plain(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retained):
     return accepted, prob
 
 
+class _At(NamedTuple):
+    """What :func:`_candidate_set` reads of a ``ClientState``, at another stream
+    position (the candidates a later move of the iteration will draw)."""
+
+    cand_pos: int
+    pool: tuple | None
+
+
 def _candidate_set(entropy, chain, st: ClientState, n_cols, J, m):
     """The candidates of one collapsed slot update: the next ``m`` distinct stream
     entries not in J, a uniformly random m-subset of the columns outside J (every such
@@ -630,12 +638,17 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
         incoming = sorted({u for _, u in atts})
         _ensure_rows(backend, cfg, entropy, chain, st, incoming, st.J)
         cols = _columns(backend, st, [u for _, u in atts])
+        # the redraw swap's candidates if no attempt here is accepted, and the stream
+        # position after them (where the collapsed swap's candidates start)
+        ahead = list(itertools.islice(_outside(entropy, chain, st.cand_pos, n_cols, st.J,
+                                               st.pool), cfg.n_redraw))
+        redraw_next = [u for u, _ in ahead]
+        after = ahead[-1][1] if ahead else st.cand_pos
         masked_cols = incoming
         if cfg.masked and cfg.n_redraw:
-            # the redraw swap's candidates if no attempt here is accepted: their products
-            # over each column's observed rows come with this pass, saving the redraw's
-            masked_cols = sorted(set(incoming) | set(_next_candidates(
-                entropy, chain, st.cand_pos, n_cols, st.J, cfg.n_redraw, st.pool)))
+            # their products over each column's observed rows come with this pass,
+            # saving the redraw's
+            masked_cols = sorted(set(incoming) | set(redraw_next))
         # per attempt: None (rejected before scoring) or (its index in ``sent``, G', log|det|)
         plan, sent = [], []
         for (k, u), (gcol, squ) in zip(atts, cols, strict=True):
@@ -661,10 +674,14 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
         # the collapsed swap's candidates, drawn next if no attempt is accepted (and no
         # annealed move comes between): their columns come back with the scores
         peek = ()
-        if PEEK_COLUMNS and sent and not _anneals(cfg, st.iteration):
-            S, _ = _candidate_set(entropy, chain, st, n_cols, st.J, cfg.n_tries)
-            if len(S) <= MAX_PEEK:
-                peek = tuple((int(c), False) for c in S)
+        if PEEK_COLUMNS and sent:
+            # and the redraw swap's, drawn next (before any annealed move)
+            peek = tuple((int(c), False) for c in dict.fromkeys(redraw_next))
+            if not _anneals(cfg, st.iteration):
+                S, _ = _candidate_set(entropy, chain, _At(after, st.pool), n_cols, st.J,
+                                      cfg.n_tries)
+                if len(S) <= MAX_PEEK:
+                    peek += tuple((int(c), False) for c in S if c not in set(redraw_next))
         # ``cands``: the incoming columns whose products a masked backend computes first
         ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=pri,
                           sigma2=st.sigma2, G=st.G, J=st.J, pivot=tuple(sent), peek=peek,
