@@ -89,3 +89,38 @@ def test_kkt_check_is_needed():
     once = np.column_stack([box_qp(G, H[:, n], np.clip(np.linalg.solve(G, H[:, n]), -1, 1),
                                    max_iter=1) for n in range(H.shape[1])])
     assert _sse(C, A, once) > ref * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("dup", [False, True])
+def test_long_active_set_paths_match_bvls(dup):
+    """K = 40 with coefficients far outside the box: each column's active set changes
+    tens of times, every change updating the free block's factor (a row added, or a row
+    removed and the triangle restored), and with dup the factor meets a singular block."""
+    C, A = _problem(11, M=80, K=40, N=12, scale=20.0, dup=dup)
+    if dup:
+        C[:, 7] = C[:, 3] - C[:, 5]
+        A = A + C[:, [7]]
+    W = box_lstsq(C.T @ C, C.T @ A)
+    assert W.min() >= -1 and W.max() <= 1
+    ref = _reference(C, A)
+    assert _sse(C, A, W) == pytest.approx(_sse(C, A, ref), rel=1e-10)
+    if not dup:
+        np.testing.assert_allclose(W, ref, atol=1e-7)
+
+
+def test_masked_columns_with_fewer_observed_rows_than_k():
+    """Per-column Grams of rank below K (a column observed on fewer rows than K): the
+    minimiser is not unique; its SSE over the observed rows is BVLS's."""
+    C, A = _problem(12, M=60, K=30, N=16, scale=10.0)
+    rng = np.random.default_rng(1)
+    obs = rng.random(A.shape) < 0.5
+    obs[:, :4] &= rng.random((60, 4)) < 0.4  # about 12 observed rows of 30 coefficients
+    Gn = np.stack([C[obs[:, n]].T @ C[obs[:, n]] for n in range(A.shape[1])])
+    H = np.column_stack([C[obs[:, n]].T @ A[obs[:, n], n] for n in range(A.shape[1])])
+    W = box_lstsq(None, H, Gn=Gn)
+    assert W.min() >= -1 and W.max() <= 1
+    for n in range(A.shape[1]):
+        o = obs[:, n]
+        ref = lsq_linear(C[o], A[o, n], bounds=(-1, 1), method="bvls", tol=1e-14).x
+        assert _sse(C[o], A[o, [n]], W[:, [n]]) == pytest.approx(
+            _sse(C[o], A[o, [n]], ref[:, None]), rel=1e-9, abs=1e-9)

@@ -9,28 +9,220 @@ with G = C^T C and h = C^T a_n. It is convex, so a primal active-set method
 (Stark & Parker's bounded-variable least squares, written on the normal equations)
 reaches the exact optimum in finitely many steps. Most columns of a good basis are
 already inside the box at the unconstrained optimum, which one product with pinv(G)
-gives for a whole block; only the others enter the active-set loop.
+gives for a whole block; only the others enter the active-set loop, compiled (numba):
+scoring a basis exactly, which the point estimate does for every basis the chain visits
+that might beat the best so far, runs it for thousands of columns.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy import linalg
+from numba import njit
 
 from .linalg import pinv_sym
 
 __all__ = ["box_lstsq", "box_qp"]
 
 
-def _solve(G, r):
-    # G is a principal block of a Gram matrix: positive semi-definite. Cholesky first;
-    # a singular block (duplicated or dependent columns) takes the minimum-norm solution,
-    # which is a minimiser all the same.
-    try:
-        return linalg.cho_solve(linalg.cho_factor(G, check_finite=False), r,
-                                check_finite=False)
-    except linalg.LinAlgError:
-        return linalg.lstsq(G, r, check_finite=False, cond=None)[0]
+@njit(nogil=True, cache=True, error_model="numpy")
+def _solve_into(G, r, L, x):
+    # x = G^-1 r for a principal block G of a Gram matrix (positive semi-definite):
+    # Cholesky first; a singular block (duplicated or dependent columns) takes the
+    # minimum-norm solution, which is a minimiser all the same
+    m = r.size
+    ok = True
+    for j in range(m):
+        s = G[j, j]
+        for q in range(j):
+            s -= L[j, q] * L[j, q]
+        if not s > 0.0:
+            ok = False
+            break
+        L[j, j] = np.sqrt(s)
+        for i in range(j + 1, m):
+            t = G[i, j]
+            for q in range(j):
+                t -= L[i, q] * L[j, q]
+            L[i, j] = t / L[j, j]
+    if not ok:
+        x[:] = np.linalg.lstsq(G, r, rcond=-1.0)[0]
+        return
+    for i in range(m):
+        t = r[i]
+        for q in range(i):
+            t -= L[i, q] * x[q]
+        x[i] = t / L[i, i]
+    for i in range(m - 1, -1, -1):
+        t = x[i]
+        for q in range(i + 1, m):
+            t -= L[q, i] * x[q]
+        x[i] = t / L[i, i]
+
+
+#: a pivot of the free block's factor at most this times its diagonal entry: the block is
+#: taken as singular (duplicated or dependent basis columns) and solved by least squares
+_SINGULAR = 1e-12
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _factor(G, free, nf, L):
+    # the Cholesky factor of G[free, free] (in the order of ``free``); False if singular
+    for j in range(nf):
+        fj = free[j]
+        s = G[fj, fj]
+        for q in range(j):
+            s -= L[j, q] * L[j, q]
+        if not s > _SINGULAR * G[fj, fj]:
+            return False
+        L[j, j] = np.sqrt(s)
+        for i in range(j + 1, nf):
+            t = G[free[i], fj]
+            for q in range(j):
+                t -= L[i, q] * L[j, q]
+            L[i, j] = t / L[j, j]
+    return True
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _append(G, free, nf, L):
+    # the factor grows by free[nf] (its row from one forward substitution, O(nf^2));
+    # False if the grown block is singular
+    k = free[nf]
+    d = G[k, k]
+    for j in range(nf):
+        t = G[k, free[j]]
+        for q in range(j):
+            t -= L[nf, q] * L[j, q]
+        L[nf, j] = t / L[j, j]
+        d -= L[nf, j] * L[nf, j]
+    if not d > _SINGULAR * G[k, k]:
+        return False
+    L[nf, nf] = np.sqrt(d)
+    return True
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _delete(L, nf, p):
+    # the factor without entry p of the free list: its rows below p move up one, and
+    # Givens rotations of neighbouring columns restore the triangle (O(nf^2))
+    for i in range(p, nf - 1):
+        for q in range(i + 2):
+            L[i, q] = L[i + 1, q]
+    for j in range(p, nf - 1):
+        x, y = L[j, j], L[j, j + 1]
+        rr = np.hypot(x, y)
+        c, s = x / rr, y / rr
+        for i in range(j, nf - 1):
+            u, v = L[i, j], L[i, j + 1]
+            L[i, j] = c * u + s * v
+            L[i, j + 1] = -s * u + c * v
+        L[j, j + 1] = 0.0
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _box_qp(G, h, w, a, b, max_iter):
+    # the active-set method of :func:`box_qp`, in place on w (already in the box). The
+    # free block's Cholesky factor is kept from step to step (one entry joins or leaves
+    # the free set per step): O(K^2) a step instead of a factorisation, O(K^3)
+    K = h.size
+    at = np.zeros(K, dtype=np.int64)  # -1: held at a, +1: held at b, 0: free
+    free = np.empty(K, dtype=np.int64)  # the free entries, in the factor's order
+    nf = 0
+    for i in range(K):
+        if w[i] <= a:
+            at[i] = -1
+        elif w[i] >= b:
+            at[i] = 1
+        else:
+            free[nf] = i
+            nf += 1
+    scale = 1e-300
+    for i in range(K):
+        scale = max(scale, abs(h[i]), abs(G[i, i]))
+    tol = 1e-13 * scale
+    L = np.zeros((K, K))
+    valid = False  # whether L holds the factor of G[free, free]
+    r = np.empty(K)
+    x = np.empty(K)
+    g = np.empty(K)
+    for _ in range(max_iter):
+        stepped = False
+        if nf:
+            for q in range(nf):
+                fq = free[q]
+                t = h[fq]
+                for j in range(K):
+                    if at[j] != 0:
+                        t -= G[fq, j] * w[j]
+                r[q] = t
+            if not valid:
+                valid = _factor(G, free, nf, L)
+            if valid:
+                for i in range(nf):
+                    t = r[i]
+                    for q in range(i):
+                        t -= L[i, q] * x[q]
+                    x[i] = t / L[i, i]
+                for i in range(nf - 1, -1, -1):
+                    t = x[i]
+                    for q in range(i + 1, nf):
+                        t -= L[q, i] * x[q]
+                    x[i] = t / L[i, i]
+            else:  # singular: the minimum-norm solution, a minimiser all the same
+                Gf = np.empty((nf, nf))
+                for i in range(nf):
+                    for q in range(nf):
+                        Gf[i, q] = G[free[i], free[q]]
+                x[:nf] = np.linalg.lstsq(Gf, r[:nf], rcond=-1.0)[0]
+            # longest step towards x that stays in the box
+            best, ib = np.inf, -1
+            for q in range(nf):
+                d = x[q] - w[free[q]]
+                if d > 0:
+                    t = (b - w[free[q]]) / d
+                elif d < 0:
+                    t = (a - w[free[q]]) / d
+                else:
+                    t = np.inf
+                if t < best:
+                    best, ib = t, q
+            if best < 1.0:
+                step = max(best, 0.0)
+                up = x[ib] - w[free[ib]] > 0
+                for q in range(nf):
+                    w[free[q]] += step * (x[q] - w[free[q]])
+                k = free[ib]
+                w[k] = b if up else a
+                at[k] = 1 if up else -1
+                if valid:
+                    _delete(L, nf, ib)
+                for q in range(ib, nf - 1):
+                    free[q] = free[q + 1]
+                nf -= 1
+                stepped = True
+            else:
+                for q in range(nf):
+                    w[free[q]] = x[q]
+        if stepped:
+            continue
+        # KKT for the held entries: the gradient G w - h must push each against its bound
+        for i in range(K):
+            t = -h[i]
+            for j in range(K):
+                t += G[i, j] * w[j]
+            g[i] = t
+        k, vmax = -1, -np.inf
+        for i in range(K):
+            v = -g[i] if at[i] == -1 else (g[i] if at[i] == 1 else 0.0)
+            if v > vmax:
+                vmax, k = v, i
+        if vmax <= tol:
+            break
+        at[k] = 0
+        free[nf] = k
+        if valid:
+            valid = _append(G, free, nf, L)
+        nf += 1
 
 
 def box_qp(G, h, w0, a=-1.0, b=1.0, *, max_iter=None):
@@ -54,42 +246,54 @@ def box_qp(G, h, w0, a=-1.0, b=1.0, *, max_iter=None):
     -------
     w : ndarray of shape (K,)
     """
-    G = np.asarray(G, dtype=np.float64)
-    h = np.asarray(h, dtype=np.float64)
+    G = np.ascontiguousarray(G, dtype=np.float64)
+    h = np.ascontiguousarray(h, dtype=np.float64)
     K = h.shape[0]
     w = np.clip(np.asarray(w0, dtype=np.float64), a, b)
-    # -1: held at a, +1: held at b, 0: free
-    at = np.where(w <= a, -1, np.where(w >= b, 1, 0))
-    scale = max(float(np.abs(h).max(initial=0.0)), float(np.abs(np.diag(G)).max(initial=0.0)),
-                1e-300)
-    tol = 1e-13 * scale
-    max_iter = 10 * K + 10 if max_iter is None else max_iter
-    for _ in range(max_iter):
-        free = np.flatnonzero(at == 0)
-        if free.size:
-            held = np.flatnonzero(at != 0)
-            r = h[free] - G[np.ix_(free, held)] @ w[held]
-            x = _solve(G[np.ix_(free, free)], r)
-            d = x - w[free]
-            # longest step towards x that stays in the box
-            with np.errstate(divide="ignore", invalid="ignore"):
-                t = np.where(d > 0, (b - w[free]) / d, np.where(d < 0, (a - w[free]) / d, np.inf))
-            i = int(np.argmin(t))
-            if t[i] < 1.0:
-                w[free] += max(t[i], 0.0) * d
-                k = free[i]
-                w[k] = b if d[i] > 0 else a
-                at[k] = 1 if d[i] > 0 else -1
-                continue
-            w[free] = x
-        # KKT for the held entries: the gradient G w - h must push each against its bound
-        g = G @ w - h
-        viol = np.where(at == -1, -g, np.where(at == 1, g, 0.0))
-        k = int(np.argmax(viol))
-        if viol[k] <= tol:
-            break
-        at[k] = 0
+    _box_qp(G, h, w, float(a), float(b), 10 * K + 10 if max_iter is None else int(max_iter))
     return w
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _box_columns(G, H, W, cols, a, b, max_iter):
+    # box_qp of the listed columns of one block against one Gram (W holds their starts)
+    K = G.shape[0]
+    w = np.empty(K)
+    h = np.empty(K)
+    for c in cols:
+        for i in range(K):
+            v = W[i, c]
+            w[i] = a if v < a else (b if v > b else v)
+            h[i] = H[i, c]
+        _box_qp(G, h, w, a, b, max_iter)
+        for i in range(K):
+            W[i, c] = w[i]
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _box_masked(Gn, H, W0, warm, a, b, max_iter, W):
+    # every column against its own Gram: the unconstrained solve, and box_qp where it
+    # leaves the box (from W0's column with ``warm``)
+    nb = H.shape[1]
+    K = H.shape[0]
+    L = np.empty((K, K))
+    w = np.empty(K)
+    h = np.empty(K)
+    for n in range(nb):
+        for i in range(K):
+            h[i] = H[i, n]
+        _solve_into(Gn[n], h, L, w)
+        out = False
+        for i in range(K):
+            if w[i] < a or w[i] > b:
+                out = True
+        if out:
+            for i in range(K):
+                v = W0[i, n] if warm else w[i]
+                w[i] = a if v < a else (b if v > b else v)
+            _box_qp(Gn[n], h, w, a, b, max_iter)
+        for i in range(K):
+            W[i, n] = w[i]
 
 
 def box_lstsq(G, H, *, a=-1.0, b=1.0, P=None, W0=None, Gn=None):
@@ -117,20 +321,22 @@ def box_lstsq(G, H, *, a=-1.0, b=1.0, P=None, W0=None, Gn=None):
         The exact minimiser of ``||A[:, block] - C W||^2`` over ``a <= W <= b`` (over the
         observed entries with ``Gn``).
     """
-    H = np.asarray(H, dtype=np.float64)
+    H = np.ascontiguousarray(H, dtype=np.float64)
     K, nb = H.shape
+    max_iter = 10 * K + 10
     if Gn is None:
         P = pinv_sym(G) if P is None else P
-        W = P @ H
+        W = np.ascontiguousarray(P @ H)
         out = np.flatnonzero(((W < a) | (W > b)).any(axis=0))
-        for n in out:
-            start = W[:, n] if W0 is None else W0[:, n]
-            W[:, n] = box_qp(G, H[:, n], start, a, b)
+        if out.size:
+            if W0 is not None:
+                W[:, out] = W0[:, out]
+            _box_columns(np.ascontiguousarray(G, dtype=np.float64), H, W, out.astype(np.int64),
+                         float(a), float(b), max_iter)
         return W
     W = np.empty((K, nb))
-    for n in range(nb):
-        w = _solve(Gn[n], H[:, n])
-        if (w < a).any() or (w > b).any():
-            w = box_qp(Gn[n], H[:, n], w if W0 is None else W0[:, n], a, b)
-        W[:, n] = w
+    warm = W0 is not None
+    _box_masked(np.ascontiguousarray(Gn, dtype=np.float64), H,
+                np.ascontiguousarray(W0 if warm else np.empty((1, 1)), dtype=np.float64), warm,
+                float(a), float(b), max_iter, W)
     return W
