@@ -25,17 +25,22 @@ def _reference(C, A, a=-1.0, b=1.0):
                                        tol=1e-14).x for n in range(A.shape[1])])
 
 
+def _matches_bvls(C, A, unique):
+    W = box_lstsq(C.T @ C, C.T @ A)
+    assert W.min() >= -1 and W.max() <= 1
+    ref = _reference(C, A)
+    # a convex problem: equal optimal values (the minimiser itself is unique unless the
+    # basis has dependent columns)
+    assert _sse(C, A, W) == pytest.approx(_sse(C, A, ref), rel=1e-10)
+    if unique:
+        np.testing.assert_allclose(W, ref, atol=1e-7)
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("dup", [False, True])
 def test_matches_bvls(seed, dup):
     C, A = _problem(seed, dup=dup)
-    W = box_lstsq(C.T @ C, C.T @ A)
-    assert W.min() >= -1 and W.max() <= 1
-    ref = _reference(C, A)
-    # a convex problem: equal optimal values (the minimiser itself is unique unless dup)
-    assert _sse(C, A, W) == pytest.approx(_sse(C, A, ref), rel=1e-10)
-    if not dup:
-        np.testing.assert_allclose(W, ref, atol=1e-7)
+    _matches_bvls(C, A, unique=not dup)
 
 
 def test_many_entries_at_the_bounds():
@@ -100,12 +105,7 @@ def test_long_active_set_paths_match_bvls(dup):
     if dup:
         C[:, 7] = C[:, 3] - C[:, 5]
         A = A + C[:, [7]]
-    W = box_lstsq(C.T @ C, C.T @ A)
-    assert W.min() >= -1 and W.max() <= 1
-    ref = _reference(C, A)
-    assert _sse(C, A, W) == pytest.approx(_sse(C, A, ref), rel=1e-10)
-    if not dup:
-        np.testing.assert_allclose(W, ref, atol=1e-7)
+    _matches_bvls(C, A, unique=not dup)
 
 
 def test_masked_columns_with_fewer_observed_rows_than_k():

@@ -427,28 +427,23 @@ MASKED_PIVOT_RUN = dict(model="gbt", n_tries=1, acceptance="barker", n_pivot=4, 
                         n_iter=1500, missing="mask")
 
 
-@pytest.mark.parametrize("bug", [None, "no_jacobian", "shared_gram", "no_ghk_weight"])
-def test_masked_pivot_planted_bugs_are_caught(A_corr, monkeypatch, bug):
-    """The masked pivot swap on the planted-bug problem with three entries unobserved:
-    the correct chain passes, each bug fails."""
-    p = params(**MASKED_PIVOT_RUN)
-    if bug is not None:
-        _planted_masked_pivot(monkeypatch, bug)
-    (dJ, ds2, dW), A0, mask = run_masked(A_corr, p)
-    z, mean, target = z_scores(A0, p, dJ, ds2, dW, mask=mask)
-    if bug is None:
-        assert np.abs(z).max() <= Z_MAX, np.round(z, 2)
-    else:
-        assert np.abs(z).max() > Z_MAX, (bug, np.round(z, 2))
+#: the masked planted-bug runs: each move's run, its bugs and how to plant them
+MASKED_PLANTED = {
+    "pivot": (MASKED_PIVOT_RUN, ["no_jacobian", "shared_gram", "no_ghk_weight"],
+              _planted_masked_pivot),
+    "redraw": ({**REDRAW_RUN, "missing": "mask"}, ["shared_gram"], _planted_redraw),
+}
 
 
-@pytest.mark.parametrize("bug", [None, "shared_gram"])
-def test_masked_redraw_planted_bug_is_caught(A_corr, monkeypatch, bug):
-    """The masked redraw swap on the planted-bug problem with three entries unobserved:
-    the correct chain passes, proposals from the all-rows Gram fail."""
-    p = params(**REDRAW_RUN, missing="mask")
+@pytest.mark.parametrize("move,bug", [(m, b) for m, (_, bugs, _) in MASKED_PLANTED.items()
+                                      for b in [None, *bugs]])
+def test_masked_planted_bugs_are_caught(A_corr, monkeypatch, move, bug):
+    """The masked pivot and redraw swaps on the planted-bug problem with three entries
+    unobserved: the correct chain passes, each bug fails."""
+    kw, _, plant = MASKED_PLANTED[move]
+    p = params(**kw)
     if bug is not None:
-        _planted_redraw(monkeypatch, bug)
+        plant(monkeypatch, bug)
     (dJ, ds2, dW), A0, mask = run_masked(A_corr, p)
     z, mean, target = z_scores(A0, p, dJ, ds2, dW, mask=mask)
     if bug is None:

@@ -614,6 +614,17 @@ def _pivot_geometry(G, k, gcol, squ, p, u):
     return gnew, G2, forward, d, gs, ss, math.log(abs(rel))
 
 
+def _attempts(entropy, chain, st: ClientState, n_cols, g, K, n):
+    """``n`` swap attempts (slot, incoming column): each slot uniform from ``g``, each
+    column the next candidate outside J (advancing the chain's stream position)."""
+    out = []
+    for _ in range(n):
+        k = int(g.integers(K))
+        u, st.cand_pos = _next_candidate(entropy, chain, st, n_cols, st.J)
+        out.append((k, u))
+    return out
+
+
 def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
     """``cfg.n_pivot`` pivot swaps (kernels/pivot.py): slot k (uniform) moves to a
     uniform column u outside J while the other rows of W follow the swap, row k is
@@ -629,12 +640,7 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
     n_cols = backend.n_cols
     done = accepted = 0
     while done < cfg.n_pivot:
-        atts = []
-        for _ in range(cfg.n_pivot - done):
-            k = int(g.integers(K))
-            u, pos = _next_candidate(entropy, chain, st, n_cols, st.J)
-            st.cand_pos = pos
-            atts.append((k, u))
+        atts = _attempts(entropy, chain, st, n_cols, g, K, cfg.n_pivot - done)
         incoming = sorted({u for _, u in atts})
         _ensure_rows(backend, cfg, entropy, chain, st, incoming, st.J)
         cols = _columns(backend, st, [u for _, u in atts])
@@ -753,12 +759,7 @@ def _move_redraw(backend, cfg, entropy, chain, st: ClientState, g):
     done = accepted = 0
     held, st.held_rows = st.held_rows, None
     while done < cfg.n_redraw:
-        atts = []
-        for _ in range(cfg.n_redraw - done):
-            k = int(g.integers(K))
-            u, pos = _next_candidate(entropy, chain, st, n_cols, st.J)
-            st.cand_pos = pos
-            atts.append((k, u))
+        atts = _attempts(entropy, chain, st, n_cols, g, K, cfg.n_redraw - done)
         incoming = sorted({u for _, u in atts})
         # masked: the blocks still hold the products of these columns under this basis
         # when the pivot's pass computed them and nothing has changed since

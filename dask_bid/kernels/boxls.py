@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .linalg import pinv_sym
+from .linalg import cho_solve_into, pinv_sym
 
 __all__ = ["box_lstsq", "box_qp"]
 
@@ -47,16 +47,7 @@ def _solve_into(G, r, L, x):
     if not ok:
         x[:] = np.linalg.lstsq(G, r, rcond=-1.0)[0]
         return
-    for i in range(m):
-        t = r[i]
-        for q in range(i):
-            t -= L[i, q] * x[q]
-        x[i] = t / L[i, i]
-    for i in range(m - 1, -1, -1):
-        t = x[i]
-        for q in range(i + 1, m):
-            t -= L[q, i] * x[q]
-        x[i] = t / L[i, i]
+    cho_solve_into(L, r, x, m)
 
 
 #: a pivot of the free block's factor at most this times its diagonal entry: the block is
@@ -158,16 +149,7 @@ def _box_qp(G, h, w, a, b, max_iter):
             if not valid:
                 valid = _factor(G, free, nf, L)
             if valid:
-                for i in range(nf):
-                    t = r[i]
-                    for q in range(i):
-                        t -= L[i, q] * x[q]
-                    x[i] = t / L[i, i]
-                for i in range(nf - 1, -1, -1):
-                    t = x[i]
-                    for q in range(i + 1, nf):
-                        t -= L[q, i] * x[q]
-                    x[i] = t / L[i, i]
+                cho_solve_into(L, r, x, nf)
             else:  # singular: the minimum-norm solution, a minimiser all the same
                 Gf = np.empty((nf, nf))
                 for i in range(nf):

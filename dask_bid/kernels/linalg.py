@@ -10,8 +10,9 @@ same floating-point operations on one real symmetric matrix in about a third of 
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
-__all__ = ["pinv_sym", "PINV_RCOND"]
+__all__ = ["pinv_sym", "PINV_RCOND", "cho_solve_into"]
 
 #: singular values below this fraction of the largest are treated as zero (numpy's
 #: ``pinv`` default)
@@ -42,3 +43,20 @@ def pinv_sym(a):
     np.divide(1.0, s, where=large, out=s)
     s[~large] = 0.0
     return np.matmul(vt.T, np.multiply(s[:, None], u.T))
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def cho_solve_into(L, rhs, out, m):
+    """``out[:m]`` = (L L^T)^-1 ``rhs[:m]`` for the lower-triangular factor ``L[:m, :m]``
+    (forward then back substitution, in place; the kernels' Cholesky solves share it, so
+    each is the same sequence of operations)."""
+    for i in range(m):
+        t = rhs[i]
+        for q in range(i):
+            t -= L[i, q] * out[q]
+        out[i] = t / L[i, i]
+    for i in range(m - 1, -1, -1):
+        t = out[i]
+        for q in range(i + 1, m):
+            t -= L[q, i] * out[q]
+        out[i] = t / L[i, i]

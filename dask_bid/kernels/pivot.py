@@ -44,6 +44,7 @@ import numpy as np
 from numba import njit
 
 from .collapsed import _HALF_LOG_2PI, _log_mass, _slot_term
+from .linalg import cho_solve_into
 from .truncnorm import gtn_draw
 
 __all__ = ["pivot_block", "pivot_block_masked", "ghk_column"]
@@ -239,16 +240,7 @@ def _solve_psd(G, rhs, L, out):
     if not ok:
         out[:] = np.linalg.pinv(G) @ rhs
         return
-    for i in range(K):  # L y = rhs
-        t = rhs[i]
-        for m in range(i):
-            t -= L[i, m] * out[m]
-        out[i] = t / L[i, i]
-    for i in range(K - 1, -1, -1):  # L^T x = y
-        t = out[i]
-        for m in range(i + 1, K):
-            t -= L[m, i] * out[m]
-        out[i] = t / L[i, i]
+    cho_solve_into(L, rhs, out, K)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
