@@ -368,8 +368,7 @@ def test_tempered_warmup_changes_only_the_burn_in():
     assert all(x > y for x, y in zip(temps[:10], temps[1:11], strict=True))
 
 
-@pytest.mark.parametrize("model", ["gbt", "gbtn"])
-@pytest.mark.parametrize("n_redraw", [0, 2])
+@pytest.mark.parametrize("model,n_redraw", [("gbt", 0), ("gbtn", 0), ("gbt", 2)])
 def test_peeked_columns_save_round_trips_and_change_nothing(monkeypatch, model, n_redraw):
     """The collapsed sampler's moves return the columns the next move needs (the next
     iteration's pivot attempts with the sweep, the redraw and collapsed candidates with
