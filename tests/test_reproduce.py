@@ -77,8 +77,13 @@ def test_quick_run_synthetic(runner, tmp_path):
     assert second["new_fits"] == expected - 3
     assert runner.main(args)["new_fits"] == 0  # nothing left to do
 
-    runs = json.loads(out.read_text())["runs"]
+    stored = json.loads(out.read_text())
+    runs = stored["runs"]
     assert len(runs) == expected
+    # the platform is recorded beside the source fingerprint: the chains depend on both
+    libs = stored["meta"]["libraries"] if "libraries" in stored["meta"] else stored["libraries"]
+    (lib,) = libs.values()
+    assert lib["platform"]["numpy"] == np.__version__ and lib["platform"]["numba"]
     methods = {rec["method"] for rec in runs.values()}
     assert methods == {*runner.BID_VARIANTS, *runner.BASELINES} | (
         {runner.MASK_VARIANT} if mask_ok else set())
