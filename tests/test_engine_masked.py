@@ -79,33 +79,24 @@ def test_engine_matches_memory_backend_bitwise_in_one_tile(sampler):
     assert eng.trace["accepted"].any()
 
 
-@pytest.mark.parametrize("model", ["gbt", "gbtn"])
-def test_engine_matches_memory_backend_with_pivot_swaps(monkeypatch, model):
+@pytest.mark.parametrize("move,model,extra", [
     # the masked pivot swap (each column its own map, from one pass of the attempts'
-    # products) is the same chain on the engine as in memory, accepted swaps included
-    calls = count_pivots(monkeypatch)
-    A = _matrix(5, noise=0.5)  # noisy: the pivot swaps are accepted often
-    kw = {**KW, "model": model, "init": "random", "n_pivot": 6, "n_anneal": 0, "n_iter": 40,
-          "n_redraw": 0}
+    # products)
+    ("pivot", "gbt", dict(n_pivot=6, n_redraw=0, n_iter=40)),
+    ("pivot", "gbtn", dict(n_pivot=6, n_redraw=0, n_iter=40)),
+    # the masked redraw swap (every column of W redrawn under the new basis, each with its
+    # own Gram), its products from the pivot's pass or, after an accepted swap, from a
+    # pass of their own (GBT in the sparse input's test)
+    ("redraw", "gbtn", dict(n_pivot=2, n_redraw=4, n_iter=30)),
+])
+def test_engine_matches_memory_backend_with_accepted_swaps(monkeypatch, move, model, extra):
+    # the same chain on the engine as in memory, accepted swaps of the move included
+    calls = count_pivots(monkeypatch, move)
+    A = _matrix(5, noise=0.5)  # noisy: the swaps are accepted often
+    kw = {**KW, "model": model, "init": "random", "n_anneal": 0, **extra}
     mem = bayesian_id(A, K, **kw)
     n_mem = len(calls)
-    assert n_mem > 0, "no pivot swap accepted: the comparison would not cover them"
-    assert_same_chain(mem, bayesian_id(A, K, **kw, **SYNC))
-    assert len(calls) > n_mem
-
-
-def test_engine_matches_memory_backend_with_redraw_swaps(monkeypatch, model="gbtn"):
-    # the masked redraw swap (every column of W redrawn under the new basis, each with
-    # its own Gram) is the same chain on the engine as in memory, accepted swaps included,
-    # whether its products come with the pivot's pass or, after an accepted swap, with a
-    # pass of their own (GBTN here; GBT in the sparse input's test)
-    calls = count_pivots(monkeypatch, "redraw")
-    A = _matrix(5, noise=0.5)
-    kw = {**KW, "model": model, "init": "random", "n_pivot": 2, "n_anneal": 0, "n_iter": 30,
-          "n_redraw": 4}
-    mem = bayesian_id(A, K, **kw)
-    n_mem = len(calls)
-    assert n_mem > 0, "no redraw swap accepted: the comparison would not cover them"
+    assert n_mem > 0, f"no {move} swap accepted: the comparison would not cover them"
     assert_same_chain(mem, bayesian_id(A, K, **kw, **SYNC))
     assert len(calls) > n_mem
 

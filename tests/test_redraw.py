@@ -163,7 +163,7 @@ def test_apply_installs_the_w_the_score_weighed(problem, masked):
     st = block_init(0, 0, nb, C.T @ A0, (A0 * A0).sum(0), pri, 5, 0, Gn=Gn)
     st = st._replace(cand_cols=(u,), cand_rows=(A0[:, u] @ A0)[None])
     G = C.T @ C
-    att = RedrawAttempt(k=k, p=int(J[k]), u=u,
+    att = RedrawAttempt(k=k, u=u,
                         G2=proposal_gram(G, k, C.T @ A0[:, u], A0[:, u] @ A0[:, u])[0],
                         sub=3, row=0)
     if masked:
@@ -213,30 +213,24 @@ def test_after_the_pivot_swap_the_redraw_swap_needs_no_pass_of_its_own(monkeypat
     import dask_bid.engine.chain as chain_mod
     from dask_bid import bayesian_id
 
-    calls = {"pass": 0, "held": 0, "pivots": 0, "redraws": 0}
-    real_score, real_held = chain_mod.block_redraw_score, chain_mod.block_redraw_score_held
-    real_apply, real_redraw = chain_mod.block_pivot_apply, chain_mod.block_redraw_apply
+    calls = {}
 
-    def score(state, ctx):
-        calls["pass"] += state.index == 0
-        return real_score(state, ctx)
+    def counted(name, key):
+        # block 0's calls of the block operation ``name``, under ``key``
+        real = getattr(chain_mod, name)
+        calls[key] = 0
 
-    def held(state, ctx):
-        calls["held"] += state.index == 0
-        return real_held(state, ctx)
+        def wrapper(state, ctx):
+            calls[key] += state.index == 0
+            return real(state, ctx)
 
-    def apply(state, ctx):
-        calls["pivots"] += state.index == 0
-        return real_apply(state, ctx)
+        monkeypatch.setattr(chain_mod, name, wrapper)
+        return wrapper
 
-    def redraw(state, ctx):
-        calls["redraws"] += state.index == 0
-        return real_redraw(state, ctx)
-
-    monkeypatch.setattr(chain_mod, "block_redraw_apply", redraw)
-    monkeypatch.setattr(chain_mod, "block_redraw_score", score)
-    monkeypatch.setattr(chain_mod, "block_redraw_score_held", held)
-    monkeypatch.setattr(chain_mod, "block_pivot_apply", apply)
+    score = counted("block_redraw_score", "pass")
+    counted("block_redraw_score_held", "held")
+    counted("block_pivot_apply", "pivots")
+    counted("block_redraw_apply", "redraws")
     # the registered function is what the masked backend keys its pass on
     import dask_bid.engine.memory as memory_mod
 

@@ -466,27 +466,20 @@ def _move_plain(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retained):
     return accepted, prob
 
 
-class _At(NamedTuple):
-    """What :func:`_candidate_set` reads of a ``ClientState``, at another stream
-    position (the candidates a later move of the iteration will draw)."""
-
-    cand_pos: int
-    pool: tuple | None
-
-
-def _candidate_set(entropy, chain, st: ClientState, n_cols, J, m):
-    """The candidates of one collapsed slot update: the next ``m`` distinct stream
-    entries not in J, a uniformly random m-subset of the columns outside J (every such
-    column when m >= N - K). The set is drawn the same way from either end of a move,
-    which is what makes a choice within it by the target's weights exact."""
+def _candidate_set(entropy, chain, pos, pool, n_cols, J, m):
+    """The candidates of one collapsed slot update, drawn from stream position ``pos``
+    (in the candidate ``pool`` when there is one): the next ``m`` distinct stream entries
+    not in J, a uniformly random m-subset of the columns outside J (every such column
+    when m >= N - K), and the position after them. The set is drawn the same way from
+    either end of a move, which is what makes a choice within it by the target's weights
+    exact."""
     inJ = set(int(j) for j in J)
-    universe = range(n_cols) if st.pool is None else st.pool
+    universe = range(n_cols) if pool is None else pool
     if m >= len(universe) - len(inJ):
-        return [c for c in universe if c not in inJ], st.cand_pos
+        return [c for c in universe if c not in inJ], pos
     out = []
-    pos = st.cand_pos
     while len(out) < m:
-        u = _draw(entropy, chain, pos, n_cols, st.pool)
+        u = _draw(entropy, chain, pos, n_cols, pool)
         pos += 1
         if u not in inJ and u not in out:
             out.append(u)
@@ -540,7 +533,8 @@ def _move_collapsed(backend, cfg, entropy, chain, st, norm_a2, n_obs, g, retaine
     pri = cfg.priors
     t = st.iteration
     k = int(g.integers(K))
-    S, pos = _candidate_set(entropy, chain, st, backend.n_cols, st.J, cfg.n_tries)
+    S, pos = _candidate_set(entropy, chain, st.cand_pos, st.pool, backend.n_cols, st.J,
+                            cfg.n_tries)
     _ensure_rows(backend, cfg, entropy, chain, st, S, st.J)
     st.cand_pos = pos
     cols = _columns(backend, st, S)
@@ -682,12 +676,14 @@ def _move_pivot(backend, cfg, entropy, chain, st: ClientState, g):
         peek = ()
         if PEEK_COLUMNS and sent:
             # and the redraw swap's, drawn next (before any annealed move)
-            peek = tuple((int(c), False) for c in dict.fromkeys(redraw_next))
+            peeked = list(dict.fromkeys(redraw_next))
             if not _anneals(cfg, st.iteration):
-                S, _ = _candidate_set(entropy, chain, _At(after, st.pool), n_cols, st.J,
+                S, _ = _candidate_set(entropy, chain, after, st.pool, n_cols, st.J,
                                       cfg.n_tries)
                 if len(S) <= MAX_PEEK:
-                    peek += tuple((int(c), False) for c in S if c not in set(redraw_next))
+                    seen = set(peeked)
+                    peeked += [c for c in S if c not in seen]
+            peek = tuple((int(c), False) for c in peeked)
         # ``cands``: the incoming columns whose products a masked backend computes first
         ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration, priors=pri,
                           sigma2=st.sigma2, G=st.G, J=st.J, pivot=tuple(sent), peek=peek,
@@ -778,7 +774,7 @@ def _move_redraw(backend, cfg, entropy, chain, st: ClientState, g):
                 continue
             which.append(len(sent))
             # the attempt's stream: unique among the attempts of this iteration
-            sent.append(RedrawAttempt(k=k, p=int(st.J[k]), u=int(u),
+            sent.append(RedrawAttempt(k=k, u=int(u),
                                       G2=proposal_gram(st.G, k, gcol, squ)[0],
                                       sub=done + len(sent), row=rows_of.index(int(u))))
         ctx = StepContext(entropy=entropy, chain=chain, iteration=st.iteration,

@@ -144,10 +144,9 @@ class PivotAttempt(NamedTuple):
 
 
 class RedrawAttempt(NamedTuple):
-    """One redraw swap proposal, slot k: p -> u (kernels/redraw.py)."""
+    """One redraw swap proposal: slot k takes column u (kernels/redraw.py)."""
 
     k: int
-    p: int
     u: int
     G2: np.ndarray  # the Gram after the swap (dense; masked: the blocks' own)
     sub: int = 0  # the attempt's number within the iteration (its random stream)

@@ -58,18 +58,14 @@ def _prep(G, tau, sigma2, Lr, LS):
             for m in range(j):
                 t -= Lr[i, m] * Lr[j, m]
             Lr[i, j] = t / Lr[j, j]
-    # X = Lr^-1 (lower triangular), column by column; LS[i, j] = X[K-1-j, K-1-i]
+    # X = Lr^-1 (lower triangular), column by column, stored as LS[i, j] = X[K-1-j, K-1-i]
+    # (only LS's lower triangle is written and read)
     for c in range(K):
-        for i in range(K):
-            if i < c:
-                continue
+        for i in range(c, K):
             t = 1.0 if i == c else 0.0
             for m in range(c, i):
                 t -= Lr[i, m] * LS[K - 1 - c, K - 1 - m]
             LS[K - 1 - c, K - 1 - i] = t / Lr[i, i]
-    for i in range(K):
-        for j in range(i + 1, K):
-            LS[i, j] = 0.0
     return logdet
 
 
