@@ -32,6 +32,19 @@ def test_help_imports_nothing_heavy():
     assert r.stdout.strip() == "[]", r.stdout
 
 
+def test_a_fit_does_not_import_scipy_stats():
+    """scipy.stats costs ~0.4 s to import, in the CLI's process and in every worker it
+    starts; the convergence check ranks and takes normal quantiles without it."""
+    code = ("import sys, numpy as np, dask_bid.interface.functional, dask_bid.engine.dask_backend\n"
+            "from dask_bid.engine.convergence import ess_bulk, rhat_rank\n"
+            "x = np.random.default_rng(0).standard_normal((4, 50))\n"
+            "assert rhat_rank(x) > 0 and ess_bulk(x) > 0\n"
+            "print('scipy.stats' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "False", (r.stdout, r.stderr)
+
+
 def test_help_answers_quickly():
     script = Path(sys.executable).with_name("dask-bid")
     cmd = [str(script)] if script.exists() else [sys.executable, "-m",

@@ -240,6 +240,22 @@ def test_the_numpy_statistics_equal_arviz(n_chains, n_draws, phi, shift, ties):
     np.testing.assert_allclose(mcse_mean(x), se, rtol=1e-12)
 
 
+@pytest.mark.parametrize("shape,values", [((4, 100), "continuous"), ((2, 7), "continuous"),
+                                          ((4, 60), "ties"), ((3, 9), "three values"),
+                                          ((1, 5), "constant")])
+def test_rank_normalisation_equals_scipy_stats(shape, values):
+    # the ranks and normal quantiles written out (no scipy.stats import in a fit) give
+    # scipy's floats exactly: average ranks for ties, ndtri for norm.ppf
+    import scipy.stats as st
+
+    x = np.random.default_rng(shape[1]).standard_normal(shape)
+    x = {"continuous": x, "ties": np.round(x, 1), "three values": np.round(x).clip(-1, 1),
+         "constant": np.zeros(shape)}[values]
+    ref = st.norm.ppf((st.rankdata(x, method="average").reshape(shape) - 0.375)
+                      / (x.size + 0.25))
+    np.testing.assert_array_equal(conv._z_scale(x), ref)
+
+
 def test_the_statistics_match_their_theory():
     rng = np.random.default_rng(7)
     # independent draws of one distribution: R-hat - 1 is O(1/n) and ESS about the
