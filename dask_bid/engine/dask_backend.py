@@ -347,23 +347,28 @@ def _realign(x):
         # product (only elementwise sums, exact at any alignment): walking them at every
         # map made a fit quadratic in its length
         upd = {}
-        for name in _FIXED_FIELDS:
+        for name in _ARRAY_FIELDS:
             v = getattr(x, name)
             r = _realign(v)
             if r is not v:
                 upd[name] = r
         return x._replace(**upd) if upd else x
     if isinstance(x, (tuple, list)):
-        items = [_realign(v) for v in x]
+        # scalars (most items: column indices, flags) are not walked: a call per item
+        # was most of a small fit's client time spent here
+        items = [v if type(v) in _SCALARS else _realign(v) for v in x]
         if all(a is b for a, b in zip(items, x, strict=True)):
             return x
         if isinstance(x, list):
             return items
         return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
     if isinstance(x, dict):
-        items = {k: _realign(v) for k, v in x.items()}
+        items = {k: v if type(v) in _SCALARS else _realign(v) for k, v in x.items()}
         return x if all(items[k] is x[k] for k in x) else items
     return x
+
+
+_SCALARS = frozenset((int, float, bool, str, type(None), np.int64, np.float64, np.bool_))
 
 
 def _read(x):
@@ -396,17 +401,20 @@ def _state_bytes(s):
     if isinstance(s, BlockState):
         # the retained draws and the per-basis sums hold entries of one shape each:
         # counted as the first entry's bytes times their number, not walked
-        return (sum(_state_bytes(getattr(s, name)) for name in _FIXED_FIELDS)
+        return (sum(_state_bytes(getattr(s, name)) for name in _ARRAY_FIELDS)
                 + _uniform_bytes(s.traces) + _uniform_bytes(s.acc or {}))
     if isinstance(s, dict):
         return sum(_state_bytes(v) for v in s.values())
     if isinstance(s, (tuple, list)):
-        return sum(_state_bytes(v) for v in s)
+        return sum(_state_bytes(v) for v in s if type(v) not in _SCALARS)
     return 0
 
 
 #: the fields of a block state whose size does not grow with the chain's length
 _FIXED_FIELDS = tuple(f for f in BlockState._fields if f not in ("traces", "acc"))
+#: those that can hold arrays (the rest are ints and the cached rows' column indices)
+_ARRAY_FIELDS = tuple(f for f in _FIXED_FIELDS if f not in ("index", "start", "stop",
+                                                            "cand_cols"))
 
 
 def _uniform_bytes(items):
