@@ -256,6 +256,42 @@ def test_rank_deficient_from_the_default_start_is_finite_and_bounded(init):
     assert est.mse_ < np.mean(A**2)
 
 
+def _copies(scale):
+    A = low_rank(5, noise=0.01, n=12)
+    return np.hstack([A, A[:, :4]]) * scale
+
+
+RANK1 = np.outer(np.arange(1.0, 11.0), [1.0, -1.0, 1.0, 0.5])
+
+
+@pytest.mark.parametrize("case,A,k,kw", [
+    ("rank-1, entries 1e6", RANK1 * 1e6, 3, {}),
+    ("rank-1, beta_sigma 1e-12", RANK1, 3, dict(beta_sigma=1e-12)),
+    ("rank-1, gbtn", RANK1 * 1e6, 3, dict(model="gbtn")),
+    ("rank-1, masked", RANK1 * 1e6, 3, dict(missing="mask")),
+    ("rank-1, engine", RANK1 * 1e6, 3, dict(client="synchronous")),
+    ("copies, K = rank", _copies(1e6), 12, {}),
+    ("copies, K > rank", _copies(1e6), 13, {}),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_more_basis_columns_than_the_rank_at_large_scale(case, A, k, kw):
+    """K above A's rank (or a basis holding a column and its copy): the Gram of such a
+    basis is singular, and where G / sigma^2 dwarfs the prior's diag(tau) (entries of
+    1e6, or a tiny sigma^2) the pivot swap's Lambda = G / sigma^2 + diag(tau) is not
+    positive definite in floating point. Such an attempt is rejected (its GHK weight
+    NaN); before, numpy's LinAlgError came out of the chain. Finite and bounded, and
+    where K exceeds the rank the warning says why."""
+    fit_kw = {"client": kw.pop("client")} if "client" in kw else {}
+    deficient = np.linalg.matrix_rank(A) < k
+    with warnings.catch_warnings():
+        warnings.simplefilter("error" if not deficient else "default", UserWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)  # short chains, on purpose
+        with (pytest.warns(UserWarning, match="rank deficient") if deficient
+              else contextlib.nullcontext()):
+            est = BayesianID(k, **FAST, random_state=0, **kw).fit(A, **fit_kw)
+    check_fit(est, A)
+    assert est.mse_ <= 1e-12 * np.mean(A**2)
+
+
 # --------------------------------------------------------------------------- float32
 def test_float32_input():
     """float32 is upcast once: the fit equals the float64 fit of the same rounded values

@@ -307,6 +307,20 @@ def _full_rank(G):
     return not any(_in_span(G, k, G[:, k], G[k, k]) for k in range(G.shape[0]))
 
 
+def test_ghk_weight_is_nan_where_lambda_is_not_positive_definite_in_floating_point():
+    # G / sigma^2 = 1e20 on a rank-1 Gram: 1e20 + tau rounds to 1e20 and Lambda is
+    # singular in floating point; the weight is NaN (the move's ratio NaN: rejected)
+    # instead of numpy's LinAlgError out of the chain, evaluated or drawn
+    G = np.full((2, 2), 1e20)
+    logw, _ = ghk_column(None, G, np.ones(2), 0.0, 1.0, 1.0, -1.0, 1.0, w=np.zeros(2))
+    assert np.isnan(logw)
+    assert np.isnan(ghk_column(np.random.default_rng(0), G, np.ones(2), 0.0, 1.0, 1.0, -1.0,
+                               1.0)[0])
+    # at a scale where the prior's curvature survives, a finite weight
+    assert np.isfinite(ghk_column(None, G * 1e-18, np.ones(2), 0.0, 1.0, 1.0, -1.0, 1.0,
+                                  w=np.zeros(2))[0])
+
+
 def test_random_start_of_the_exact_sampler_is_full_rank():
     """On a matrix with every column twice, a uniformly random basis of 4 out of 16 holds
     a copy pair with probability 0.37: the exact sampler redraws it, the paper's chain

@@ -427,7 +427,12 @@ def ghk_column(gen, G, h, mu, tau, sigma2, a, b, w=None):
     Returns
     -------
     (float, ndarray)
-        The log weight and the column.
+        The log weight and the column. The weight is NaN where Lambda is not positive
+        definite in floating point (G / sigma^2 so much larger than diag(tau) that the
+        prior's curvature is lost to rounding: a rank-deficient basis of a matrix with
+        large entries or a tiny sigma^2), and the column is then not a draw: the
+        move's ratio is NaN and the move rejected, from either end (its reverse needs
+        the same factorisations), as the redraw swap does.
     """
     K = G.shape[0]
     tau = _vector(tau, K)
@@ -437,10 +442,13 @@ def ghk_column(gen, G, h, mu, tau, sigma2, a, b, w=None):
         out[:] = w
     # one compiled call: the client runs 4 of these per pivot attempt (the two swapped
     # columns, forward and reverse), ~20 times faster than numpy's per-call overhead
-    logw = _ghk_column(_NO_DRAWS if w is not None else gen,
-                       np.ascontiguousarray(G, np.float64),
-                       np.ascontiguousarray(h, np.float64), mu, tau, float(sigma2),
-                       float(a), float(b), out, w is None)
+    try:
+        logw = _ghk_column(_NO_DRAWS if w is not None else gen,
+                           np.ascontiguousarray(G, np.float64),
+                           np.ascontiguousarray(h, np.float64), mu, tau, float(sigma2),
+                           float(a), float(b), out, w is None)
+    except np.linalg.LinAlgError:
+        return np.nan, out
     return float(logw), out
 
 
