@@ -270,6 +270,36 @@ def test_a_dask_array_of_unknown_shape_is_refused_naming_the_fix():
         bayesian_id(X, 2, client="synchronous", **FAST)
 
 
+def test_a_reopened_fit_has_the_constructors_parameters(tmp_path):
+    """open_result gives back "auto" where the store holds what "auto" resolved to
+    (n_redraw, tempered_warmup), so set_params and clone resolve them again (scikit-
+    learn's convention); its refit is the chain of the original parameters."""
+    from sklearn.base import clone
+
+    from dask_bid import open_result
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((40, 3)) @ rng.uniform(-1, 1, (3, 12))
+    kw = dict(n_iter=30, burn_in=10, random_state=0)
+    out = str(tmp_path / "r.zarr")
+    est = BayesianID(3, **kw).fit(A, client="synchronous", out=out)
+    assert est.result_.params["tempered_warmup"] == 7  # stored resolved (the chain's)
+    back = open_result(out)
+    params = back.get_params()
+    assert params["n_redraw"] == "auto" and params["tempered_warmup"] == "auto"
+    np.testing.assert_array_equal(back.fit(A).trace_["sigma2"],
+                                  BayesianID(3, **kw).fit(A).trace_["sigma2"])
+    # the stored 7 kept would exceed this burn-in; "auto" fits it
+    assert open_result(out).set_params(burn_in=5).fit(A).result_.params[
+        "tempered_warmup"] <= 5
+    masked = clone(open_result(out)).set_params(missing="mask").fit(A)
+    assert masked.result_.params["n_redraw"] == 4  # "auto" for a masked fit with K <= 16
+    # an explicit value that "auto" would not give stays as it was
+    BayesianID(3, **kw, tempered_warmup=3).fit(A, client="synchronous", out=out,
+                                               overwrite=True)
+    assert open_result(out).get_params()["tempered_warmup"] == 3
+
+
 @pytest.mark.parametrize("where", ["memory", "engine"])
 def test_a_dataframes_column_names_are_kept_in_the_result_and_its_store(where, tmp_path):
     import pandas as pd

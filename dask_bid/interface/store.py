@@ -6,6 +6,8 @@ import os
 
 import numpy as np
 
+from .._errors import ParameterError
+
 __all__ = ["open_result"]
 
 
@@ -23,7 +25,9 @@ def open_result(path, *, storage_options=None):
     Returns
     -------
     BayesianID
-        With the parameters of the stored fit and the attributes ``fit`` sets
+        With the parameters of the stored fit (``"auto"`` where the store holds the
+        number ``"auto"`` resolved to, as the constructor was given them; the seed as
+        the stored entropy) and the attributes ``fit`` sets
         (``columns_``, ``components_``, ``components_sd_``, ``sigma2_``,
         ``inclusion_probability_``, ``trace_``, ``mse_``, ``n_features_in_``,
         ``result_`` ...), plus ``C_``: the selected columns A[:, columns_] as a lazy dask
@@ -55,9 +59,32 @@ def open_result(path, *, storage_options=None):
     # have been an int (a Generator is not storable)
     if "entropy" in p:
         kwargs["random_state"] = int(p["entropy"])
-    est = BayesianID(int(p.get("n_components", len(res.columns))), **kwargs)
+    K = int(p.get("n_components", len(res.columns)))
+    _restore_auto(kwargs, defaults, K, res.n_features)
+    est = BayesianID(K, **kwargs)
     est._set_result(res)
     set_feature_names(est, result_names(res))
     est.C_ = getattr(res, "C", None)
     est.store_path_ = os.fspath(path)
     return est
+
+
+def _restore_auto(kwargs, defaults, K, n_cols):
+    """Parameters stored as what ``"auto"`` resolved to (``n_redraw``,
+    ``tempered_warmup``) back to ``"auto"`` where ``"auto"`` gives that very value, so
+    that the estimator's parameters are those of the constructor (scikit-learn's
+    convention): a ``set_params(burn_in=...)`` or ``set_params(missing=...)`` then
+    resolves them again instead of keeping the first fit's numbers. The fit they give is
+    the same; an explicit value equal to the resolution reads as ``"auto"``."""
+    from ._params import validate_params
+
+    for name, default in defaults.items():
+        if default != "auto" or name not in kwargs or kwargs[name] == "auto":
+            continue
+        try:
+            trial = validate_params({**defaults, **kwargs, name: "auto", "n_components": K},
+                                    n_cols=n_cols)
+        except ParameterError:  # a stored combination the current rules refuse: keep it
+            continue
+        if trial[name] == kwargs[name]:
+            kwargs[name] = "auto"
