@@ -365,8 +365,16 @@ def test_non_finite_numpy_input_is_refused_at_once(A, bad, missing):
     X[3, 4] = bad
     X[7, 1] = bad
     kw = {} if missing is None else {"missing": missing}
-    with pytest.raises(NonFiniteInputError, match=r"2 NaN or infinite entries.*missing='mask'"):
+    # NaN: fill them or mask them; an infinity is not missing data, so the advice for
+    # it is to replace it (missing='mask' would refuse it too)
+    match = (r"2 NaN entries\. Fill them, or pass missing='mask'" if np.isnan(bad) else
+             r"2 infinite entries: replace the infinities \(missing='mask' treats only NaN")
+    with pytest.raises(NonFiniteInputError, match=match):
         BayesianID(3, **FAST, **kw).fit(X)
+    X[5, 5] = np.nan
+    if not np.isnan(bad):
+        with pytest.raises(NonFiniteInputError, match=r"2 infinite entries \(and 1 NaN\)"):
+            BayesianID(3, **FAST, **kw).fit(X)
 
 
 def test_non_finite_numpy_input_is_refused_before_any_output(A, tmp_path):
@@ -390,7 +398,7 @@ def test_non_finite_out_of_core_input_is_found_by_the_first_pass(A, tmp_path, ki
             BayesianID(3, missing="zero", init=init, **FAST).fit(x, **SYNC)
 
 
-def test_masked_mode_refusals(A, store):
+def test_masked_mode_refusals(A, store, tmp_path):
     X = A.copy()
     X[2, 3] = np.nan
     # the Dask engine takes it too (tests/test_engine_masked.py): its refusals are below
@@ -403,6 +411,14 @@ def test_masked_mode_refusals(A, store):
     Z[:, 7] = np.nan
     with pytest.raises(InputShapeError, match=r"columns \[7\] have no observed entry"):
         BayesianID(3, missing="mask", **FAST).fit(Z)
+    # on the engine, before its output exists (a failed output would block the retry);
+    # an explicit mask with an empty column the same
+    for bad, fit_kw, err in [(Y, {}, NonFiniteInputError), (Z, {}, InputShapeError),
+                             (X, {"mask": ~np.isnan(Z)}, InputShapeError)]:
+        out = tmp_path / "out.zarr"
+        with pytest.raises(err):
+            BayesianID(3, missing="mask", **FAST).fit(bad, out=str(out), **fit_kw, **SYNC)
+        assert not out.exists()
     # NaN is accepted in this mode
     est = BayesianID(3, missing="MASK", **FAST).fit(X)
     assert np.abs(est.components_).max() <= 1.0

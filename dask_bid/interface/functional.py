@@ -216,6 +216,10 @@ def _fit(src, p, names, rows, engine_kw) -> BIDResult:
                         allow_missing_chunks=bool(engine_kw.get("allow_missing_chunks")))
     on_engine = (src.kind != "numpy" or engine_kw.get("client") is not None
                  or engine_kw.get("out") is not None or engine_kw.get("resume"))
+    if masked and src.kind == "numpy":
+        # checked at once, before an engine run creates any output (the engine would
+        # find the same in its first pass, with the output already there)
+        _check_masked(src.array)
     if masked and on_engine:
         # the Dask engine reads the mask from the NaN of each tile in its passes, and
         # refuses infinities and columns with nothing observed in its first one
@@ -227,13 +231,7 @@ def _fit(src, p, names, rows, engine_kw) -> BIDResult:
         # C order whatever the input's (a DataFrame's values are Fortran-ordered): the
         # products' rounding follows the layout, and the same matrix gives the same chain
         X = np.ascontiguousarray(src.array, dtype=np.float64)
-        if np.isinf(X).any():
-            raise NonFiniteInputError("A contains infinite entries; missing='mask' treats only "
-                                      "NaN as missing. Replace the infinities.")
         mask = ~np.isnan(X)
-        if not mask.any(axis=0).all():
-            bad = np.flatnonzero(~mask.any(axis=0))[:5].tolist()
-            raise InputShapeError(f"columns {bad} have no observed entry; drop them first.")
         return _named(fit_scaled_in_memory(np.where(mask, X, 0.0), p, lambda X, p: _fit_memory(
             X, p, mask=mask, callback=engine_kw.get("callback"))), names, rows, X)
     # numpy input is checked at once, before an engine run creates any output;
@@ -248,9 +246,14 @@ def _fit(src, p, names, rows, engine_kw) -> BIDResult:
                 f"the Zarr input keeps {n_kept} NaN as missing entries (it was converted "
                 "with --missing mask): pass missing='mask' to fit its observed entries.")
     if src.kind == "numpy" and not np.isfinite(src.array).all():
-        bad = int(np.size(src.array) - np.count_nonzero(np.isfinite(src.array)))
+        n_inf = int(np.count_nonzero(np.isinf(src.array)))
+        n_nan = int(np.count_nonzero(np.isnan(src.array)))
+        if n_inf:
+            raise NonFiniteInputError(
+                f"A contains {n_inf} infinite entries" + (f" (and {n_nan} NaN)" if n_nan else "")
+                + ": replace the infinities (missing='mask' treats only NaN as missing).")
         raise NonFiniteInputError(
-            f"A contains {bad} NaN or infinite entries. Fill them, or pass missing='mask' "
+            f"A contains {n_nan} NaN entries. Fill them, or pass missing='mask' "
             "to treat NaN as missing.")
     if on_engine:
         from ..engine.fit import fit_dask
@@ -298,6 +301,19 @@ def _named(res, names, rows, X):
     res.sample_names = None if rows is None else [str(n) for n in rows]
     res.C = X[:, res.columns]
     return res
+
+
+def _check_masked(X):
+    """The refusals of a masked numpy input: infinities (only NaN is missing) and
+    columns with no observed entry."""
+    X = np.asarray(X)
+    if np.isinf(X).any():
+        raise NonFiniteInputError("A contains infinite entries; missing='mask' treats only "
+                                  "NaN as missing. Replace the infinities.")
+    seen = (~np.isnan(X)).any(axis=0)
+    if not seen.all():
+        bad = np.flatnonzero(~seen)[:5].tolist()
+        raise InputShapeError(f"columns {bad} have no observed entry; drop them first.")
 
 
 def _sparse_engine_kw(src, p, mask, engine_kw):
