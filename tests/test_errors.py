@@ -160,6 +160,23 @@ def test_n_components(A, K, match):
         bayesian_id(A, K, **FAST)
 
 
+@pytest.mark.parametrize("init", ["auto", "random", "sketch"])
+def test_more_columns_than_rows_is_refused_for_every_start_before_any_output(A, init,
+                                                                             tmp_path):
+    # K > M: every basis is linearly dependent (init="random" used to fit it silently,
+    # and a Zarr input got its output created before the start refused it)
+    A4 = A[:4]
+    match = r"n_components=6 exceeds the number of rows M=4.*choose n_components <= 4"
+    with pytest.raises(ParameterError, match=match):
+        BayesianID(6, **FAST, init=init).fit(A4)
+    out = tmp_path / "out.zarr"
+    with pytest.raises(ParameterError, match=match):
+        BayesianID(6, **FAST, init=init).fit(write_store(tmp_path / "a.zarr", A4),
+                                              out=str(out), **SYNC)
+    assert not out.exists()
+    assert BayesianID(4, **FAST, init=init).fit(A4).columns_.size == 4  # K = M: allowed
+
+
 def test_numpy_integer_K_is_accepted(A):
     a = BayesianID(np.int64(3), **FAST).fit(A)
     b = BayesianID(3, **FAST).fit(A)

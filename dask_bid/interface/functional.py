@@ -181,6 +181,13 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         rows = _given_names(given_rows, rows, src.shape[0], what="sample_names",
                             axis="rows", frame="index")
     p = validate_params(p, n_cols=src.shape[1])
+    if p["n_components"] > src.shape[0]:
+        # whatever the start (init="auto" refused it, "random" fitted it without a word):
+        # before any output exists
+        raise ParameterError(
+            f"n_components={p['n_components']} exceeds the number of rows M={src.shape[0]}: "
+            "more than M columns are always linearly dependent; choose n_components <= "
+            f"{src.shape[0]}.")
     if not progress:
         return _fit(src, p, names, rows, engine_kw)
     from ._progress import ChainProgress
