@@ -168,6 +168,23 @@ def test_nan_is_refused_by_transform_and_score_unless_masked(A):
         rid.transform(X)
     est = BayesianID(3, missing="mask", **TINY).fit(X)
     assert np.isnan(est.transform(X)).sum() == np.isnan(X[:, est.columns_]).sum()
+    # an infinity is not a missing entry: refused as by fit (score was NaN before)
+    X[4, 1] = -np.inf
+    for method in (est.transform, est.score):
+        with pytest.raises(NonFiniteInputError, match="1 infinite entries; missing='mask'"):
+            method(X)
+
+
+def test_inverse_transform_refuses_another_number_of_columns(A):
+    # one clear error for both estimators (BayesianID gave numpy's matmul message, and
+    # took a 1-D C)
+    for est in (BayesianID(3, **TINY).fit(A), RandomizedID(3, random_state=0).fit(A)):
+        C = est.transform(A)
+        np.testing.assert_allclose(est.inverse_transform(C), C @ est.components_)
+        for bad in (C[:, :2], C[:, 0]):
+            with pytest.raises(InputShapeError, match="C must be a 2-D matrix with "
+                                                      "n_components=3 columns"):
+                est.inverse_transform(bad)
 
 
 # --------------------------------------------------------------------------- model selection

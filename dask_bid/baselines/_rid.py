@@ -31,6 +31,7 @@ from ..interface._sklearn import (
     estimator_tags,
     feature_names,
     feature_names_out,
+    reconstruct,
     refuse_sparse,
     set_feature_names,
     set_output,
@@ -501,25 +502,7 @@ class RandomizedID:
         result, computed block by block when the caller asks).
         """
         self._check_fitted()
-        K = self.components_.shape[0]
-        if isinstance(C, (str, os.PathLike)):
-            C = open_zarr_array(C)
-        is_dask = hasattr(C, "dask") and hasattr(C, "chunks") and hasattr(C, "compute")
-        if not is_dask and type(C).__module__.startswith("zarr"):
-            import dask.array as da
-
-            C = da.from_array(C, chunks=C.chunks, lock=False, name=False)
-            is_dask = True
-        if not is_dask:
-            C = np.asarray(C, dtype=np.float64)
-        if C.ndim != 2 or C.shape[1] != K:
-            raise InputShapeError(
-                f"C must be a 2-D matrix with n_components={K} columns, got shape "
-                f"{tuple(C.shape)}; pass the output of transform(A)."
-            )
-        if is_dask:
-            C = C.rechunk({1: -1}).astype(np.float64)
-        return C @ self.components_
+        return reconstruct(C, self.components_)
 
     def score_mse(self, A, mask=None):
         """Mean squared error of the fitted ID on ``A``.

@@ -20,6 +20,7 @@ from .._errors import InputDTypeError, InputShapeError
 
 __all__ = ["refuse_sparse", "feature_names", "sample_names", "set_feature_names", "check_features",
            "feature_names_out", "estimator_tags", "n_features_message", "reconstruction_mse",
+           "reconstruct",
            "set_output", "wrap_output", "EXPECTED_FAILED_CHECKS"]
 
 #: What ``set_output(transform=...)`` takes (scikit-learn's "polars" is not offered: it
@@ -235,6 +236,32 @@ def estimator_tags(*, allow_nan=False, sparse=False):
         input_tags=InputTags(two_d_array=True, sparse=sparse, allow_nan=allow_nan),
         requires_fit=True,
     )
+
+
+def reconstruct(C, W):
+    """``C @ W`` for ``inverse_transform``: ``C`` (M x K) numpy (numpy result) or dask /
+    Zarr / path (a lazy dask result), refused unless it is 2-D with W's K columns."""
+    from ..engine.inputs import open_zarr_array
+
+    K = W.shape[0]
+    if isinstance(C, (str, os.PathLike)):
+        C = open_zarr_array(C)
+    is_dask = hasattr(C, "dask") and hasattr(C, "chunks") and hasattr(C, "compute")
+    if not is_dask and type(C).__module__.startswith("zarr"):
+        import dask.array as da
+
+        C = da.from_array(C, chunks=C.chunks, lock=False, name=False)
+        is_dask = True
+    if not is_dask:
+        C = np.asarray(C, dtype=np.float64)
+    if C.ndim != 2 or C.shape[1] != K:
+        raise InputShapeError(
+            f"C must be a 2-D matrix with n_components={K} columns, got shape "
+            f"{tuple(C.shape)}; pass the output of transform(A)."
+        )
+    if is_dask:
+        C = C.rechunk({1: -1}).astype(np.float64)
+    return C @ W
 
 
 def reconstruction_mse(src, columns, W, *, masked=False):

@@ -10,6 +10,7 @@ from ._sklearn import (
     estimator_tags,
     feature_names,
     feature_names_out,
+    reconstruct,
     reconstruction_mse,
     refuse_sparse,
     result_names,
@@ -453,9 +454,13 @@ class BayesianID:
         return set_output(self, transform)
 
     def inverse_transform(self, C):
-        """C @ W: the reconstruction of A from its selected columns."""
+        """C @ W: the reconstruction of A (M x N) from its selected columns.
+
+        ``C`` (M x K, what ``transform`` returns) may be numpy (numpy result) or dask /
+        Zarr / path (a lazy dask result); another shape is refused (``InputShapeError``).
+        """
         self._check_fitted()
-        return C @ self.components_
+        return reconstruct(C, self.components_)
 
     def fit_transform(self, A, y=None, **fit_kwargs):
         """``fit(A)`` then ``transform(A)``."""
@@ -488,6 +493,15 @@ class BayesianID:
                     f"X contains {finite.size - np.count_nonzero(finite)} NaN or infinite "
                     "entries, and this model was fitted with missing='zero'. Fill them as "
                     "for fit, or fit with missing='mask' to treat NaN as missing.")
+        elif src.kind == "numpy":
+            n_inf = int(np.count_nonzero(np.isinf(src.array)))
+            if n_inf:
+                from .._errors import NonFiniteInputError
+
+                # as fit refuses them: NaN is the missing entry, an infinity is not
+                raise NonFiniteInputError(
+                    f"X contains {n_inf} infinite entries; missing='mask' treats only NaN "
+                    "as missing. Replace the infinities (by NaN to mark them missing).")
         return src
 
     def score(self, A, y=None):
