@@ -249,6 +249,7 @@ PARAMS = [
     (dict(n_trace_columns=-1), "n_trace_columns must be >= 0"),
     (dict(random_state=-1), "random_state must be None, a non-negative integer"),
     (dict(random_state="seed"), "random_state must be None"),
+    (dict(random_state="1927"), r"stored entropy .* is passed as random_state=int\('1927'\)"),
     (dict(refine_sweeps=-1), "refine_sweeps must be >= 0"),
     (dict(w_estimate="median"),
      "unknown w_estimate 'median'; choose one of 'mean', 'map', 'lstsq'"),

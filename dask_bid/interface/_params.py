@@ -108,9 +108,11 @@ def _check_random_state(rs):
         return
     if isinstance(rs, numbers.Integral) and not isinstance(rs, (bool, np.bool_)) and rs >= 0:
         return
+    hint = (": a stored entropy (params['entropy'], a decimal string) is passed as "
+            f"random_state=int({rs!r})" if isinstance(rs, str) and rs.isdigit() else "")
     raise ParameterError(
-        f"random_state must be None, a non-negative integer, a numpy SeedSequence or a "
-        f"Generator, got {rs!r}.")
+        f"random_state must be None, a non-negative integer, a numpy SeedSequence, "
+        f"Generator or RandomState, got {rs!r}{hint}.")
 
 
 #: At most this many columns have their W draws kept (``trace_columns``): a traced

@@ -229,14 +229,16 @@ class BayesianID:
         box-constrained least squares, the W with |W| <= 1 that minimises
         ||A - C W||^2 (the posterior mode under a flat prior on the box; the lowest
         error any W with the bounds can reach with this basis).
-    random_state : None, int, SeedSequence or Generator
+    random_state : None, int, SeedSequence, Generator or RandomState
         The same seed and block layout (``block_size``) give the same chains bit for bit,
         whatever runs them (any number of threads, the synchronous scheduler, any
         cluster, a resumed run). The default layouts of a fit in memory and of one on the
         Dask engine differ (see ``block_size``): with the same seed they give different
-        chains, alike in distribution, unless ``block_size`` is given. With None, the
-        entropy used is stored in ``result_.params["entropy"]`` (and in ``out``), so any
-        fit can be reproduced.
+        chains, alike in distribution, unless ``block_size`` is given. A Generator or a
+        legacy RandomState is drawn from once for the seed. With None, the entropy used
+        is stored in ``result_.params["entropy"]`` (and in ``out``), so any fit can be
+        reproduced: it is a decimal string (JSON holds no 128-bit integer), so pass
+        ``random_state=int(result_.params["entropy"])``.
 
     Attributes
     ----------
