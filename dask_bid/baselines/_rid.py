@@ -476,7 +476,8 @@ class RandomizedID:
     def transform(self, A):
         """The selected columns ``C = A[:, columns_]``.
 
-        Numpy input gives a numpy array; dask / zarr / path input a lazy dask array.
+        Numpy input gives a numpy array (of its dtype); dask / zarr / path input a lazy
+        float64 dask array.
         """
         self._check_fitted()
         src = self._checked_source(A, finite=True)

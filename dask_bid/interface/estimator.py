@@ -438,8 +438,9 @@ class BayesianID:
             raise NotFittedError("this BayesianID is not fitted yet: call fit(A) first.")
 
     def transform(self, A):
-        """C = A[:, columns_] (lazy for dask input; a DataFrame after
-        ``set_output(transform="pandas")``)."""
+        """C = A[:, columns_]: numpy (the input's dtype) for numpy input, a lazy float64
+        dask array for dask, Zarr or path input; a DataFrame after
+        ``set_output(transform="pandas")``."""
         self._check_fitted()
         src = self._checked_source(A)
         if src.kind == "numpy":
@@ -512,7 +513,8 @@ class BayesianID:
         Greater is better, as scikit-learn's model selection (``GridSearchCV``,
         ``cross_val_score``) expects; ``-score(A_train)`` equals ``mse_``. With
         ``missing="mask"`` the mean is over the observed (non-NaN) entries, and NaN counts
-        as 0 where it enters ``C = A[:, J]``.
+        as 0 where it enters ``C = A[:, J]``: ``-score(A_train)`` then equals
+        ``mse_observed_``.
 
         Parameters
         ----------
