@@ -303,7 +303,9 @@ def test_non_finite_input():
         with pytest.raises(NonFiniteInputError, match="row 17, column 3"):
             RandomizedID(3, method=method).fit(da.from_array(A, chunks=(10, 5)))
     A[17, 3] = np.inf
-    with pytest.raises(NonFiniteInputError):
+    # filling NaN would not help: the message says to replace the infinity
+    with pytest.raises(NonFiniteInputError, match=r"infinity \(first at row 17, column 3\).*"
+                                                  "replace the infinities"):
         RandomizedID(3).fit(A)
     # scoring checks too: observed entries must be finite, unobserved ones may be anything
     est = RandomizedID(3, random_state=0).fit(np.nan_to_num(A, posinf=0.0))

@@ -186,10 +186,15 @@ def _check_finite(X):
     """In memory, NaN / inf are found up front; out of core, by the first pass."""
     if X.in_memory and not np.isfinite(X.np).all():
         bad = np.argwhere(~np.isfinite(X.np))[0]
+        if np.isinf(X.np[bad[0], bad[1]]):
+            raise NonFiniteInputError(
+                f"A contains infinity (first at row {bad[0]}, column {bad[1]}). The "
+                "baseline IDs need a finite matrix: replace the infinities first.")
         raise NonFiniteInputError(
             f"A contains NaN or infinity (first at row {bad[0]}, column {bad[1]}). The "
             "baseline IDs need a complete matrix: fill missing entries first (the paper "
-            "fills them with 0 after standardising), e.g. `np.nan_to_num(A, nan=0.0)`."
+            "fills them with 0 after standardising), e.g. `np.nan_to_num(A, nan=0.0)`; "
+            "replace any infinities."
         )
 
 
