@@ -61,6 +61,34 @@ def test_fit_a_triplet_file_end_to_end(tmp_path, capsys):
     assert "triplet file" in text and f"observed   {n} of 480 entries" in text
 
 
+def test_a_conversion_read_otherwise_is_replaced_only_with_overwrite(tmp_path, capsys):
+    """The store converted for one fit is not silently converted again for another
+    reading of the file (another --index-base) or another version of it: fits made on
+    it read it (their resume checks its contents). As for a dense file."""
+    import os
+
+    src = tmp_path / "ratings.tsv"
+    _triplets(src)
+    store = tmp_path / "runs" / "ratings.tsv.zarr"
+    fit = ["fit", str(src), "--k", str(K), *FAST, "--format", "triplets", "-q"]
+    assert main([*fit, "--index-base", "1", "--out", str(tmp_path / "runs" / "a.zarr")]) == 0
+    before = (store / "zarr.json").read_bytes()
+    capsys.readouterr()
+    assert main([*fit, "--index-base", "0", "--out", str(tmp_path / "runs" / "b.zarr")]) == 2
+    assert_one_line_error(capsys.readouterr().err, "was converted from", "with --index-base 1",
+                          "reads it with --index-base 0", "pass --overwrite")
+    assert (store / "zarr.json").read_bytes() == before
+    assert not (tmp_path / "runs" / "b.zarr").exists()
+    st = os.stat(src)
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # another version
+    assert main([*fit, "--index-base", "1", "--out", str(tmp_path / "runs" / "c.zarr")]) == 2
+    assert_one_line_error(capsys.readouterr().err, "from an earlier version of",
+                          "pass --overwrite")
+    assert (store / "zarr.json").read_bytes() == before
+    assert main([*fit, "--index-base", "1", "--out", str(tmp_path / "runs" / "c.zarr"),
+                 "--overwrite"]) == 0
+
+
 def test_a_sparse_store_is_fitted_as_it_is(tmp_path, capsys):
     import scipy.sparse as sp
 

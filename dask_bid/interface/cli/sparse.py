@@ -136,12 +136,41 @@ def _convert_triplets_once(src, dst, args, quiet):
         return dst
     from ..sparse_io import convert_triplets
 
+    _refuse_another_conversion(dst, src, args)
     overwrite = args.overwrite or _ours(dst, src)
     res = convert_triplets(src, dst, overwrite=overwrite, quiet=quiet, **_triplet_kw(args))
     _check_counts_from_zero(dst, src, args, made=True)
     say(f"converted    {src} -> {dst} ({res.nnz} observed of {res.shape[0]} x "
         f"{res.shape[1]}, {res.nnz / (res.shape[0] * res.shape[1]):.3%})", quiet=quiet)
     return dst
+
+
+def _refuse_another_conversion(dst, src, args):
+    """A finished conversion of this file that this call would read otherwise (another
+    --index-base, --columns or --shape) or that was made from an earlier version of the
+    file is replaced only with --overwrite, as a dense file's: fits made on it (and their
+    resumption) read that store. An unfinished conversion is replaced freely."""
+    meta = _source_meta(dst)
+    if args.overwrite or not meta or not meta.get("complete") or not _ours(dst, src):
+        return
+    s = meta.get("source") or {}
+    if (s.get("size") != os.path.getsize(src)
+            or s.get("mtime_ns") != os.stat(src).st_mtime_ns):
+        raise CLIError(f"{dst!r} was converted from an earlier version of {src!r}: pass "
+                       "--overwrite to convert it again (fits of the earlier version then "
+                       "no longer resume), or choose another --out folder.")
+    kw = _triplet_kw(args)
+    before = _options_text(s.get("index_base"), s.get("columns"), meta.get("shape"))
+    now = _options_text(kw["index_base"], kw["columns"], kw["shape"])
+    raise CLIError(f"{dst!r} was converted from {src!r} with {before}, and this call reads it "
+                   f"with {now}: pass --overwrite to convert it again, or the same options "
+                   "as before.")
+
+
+def _options_text(index_base, columns, shape):
+    cols = ",".join(str(int(c) + 1) for c in (columns or (0, 1, 2)))
+    text = f"--index-base {index_base or 0} --columns {cols}"
+    return text + (f" --shape {shape[0]},{shape[1]}" if shape else "")
 
 
 def _check_counts_from_zero(dst, src, args, made):
