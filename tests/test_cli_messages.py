@@ -545,6 +545,39 @@ def test_the_demo_replaces_only_what_a_demo_wrote(tmp_path, capsys):
     assert (zarr.open_array(str(out / "A.zarr"), mode="r")[...] == 7.0).all()
 
 
+def test_the_demo_replaces_no_store_or_fit_of_the_users_own_made_by_dask_bid(tmp_path,
+                                                                             capsys):
+    """A store the user converted, and a fit of theirs, are dask_bid's but not the
+    demo's: both refused (the demo replaced them); its own matrix and fit, even after a
+    stop, are replaced."""
+    import shutil
+
+    out = tmp_path / "work"
+    src = _npy_good(tmp_path)
+    assert main(["convert", str(src), "--out", str(out / "A.zarr"), "-q"]) == 0
+    demo = ["demo", "--out", str(out), "-q", "--scheduler", "synchronous", "--n-iter", "3"]
+    assert main(demo) == 2
+    assert_one_line_error(capsys.readouterr().err, "refusing to replace", "A.zarr",
+                          "not the demo's matrix", "--out")
+    shutil.rmtree(out)
+    assert main(demo) == 0  # its own folder now: the demo's matrix and fit
+    assert main(demo) == 0  # replaced by the next demo
+    # a demo fit that did not finish (stopped before its mark; here its status set so):
+    # the demo's, replaced
+    g = zarr.open_group(str(out / "result.zarr"), mode="r+")
+    meta = dict(g.attrs["dask_bid"], status="interrupted")
+    g.attrs.update({"dask_bid": meta})
+    del g.attrs["dask_bid_demo"]
+    assert main(demo) == 0
+    assert main(["fit", str(out / "A.zarr"), "--k", "3", "--out", str(out / "result.zarr"),
+                 "--overwrite", "-q", *FAST]) == 0
+    assert main(demo) == 2  # a fit of the user's (complete, unmarked), of that matrix
+    assert_one_line_error(capsys.readouterr().err, "refusing to replace", "result.zarr",
+                          "not the demo's")
+    assert zarr.open_group(str(out / "result.zarr"), mode="r").attrs["dask_bid"][
+        "params"]["n_components"] == 3
+
+
 def test_plots_replace_only_figures_dask_bid_wrote(tmp_path, capsys):
     """fit --plot and plot wrote over any file of the name they chose (or --out gave):
     now a figure of the user's there is refused before any work; their own is replaced."""

@@ -17,6 +17,11 @@ from .runtime import compile_kernels
 __all__ = ["run_demo", "default_demo_dir"]
 
 
+#: the attribute marking the matrix a demo wrote (a converted store or another fit's
+#: input in the same folder is the user's: never replaced by a demo)
+DEMO_ATTR = "dask_bid_demo"
+
+
 def default_demo_dir() -> str:
     """Where ``dask-bid demo`` writes without ``--out``: ``~/.cache/dask_bid/demo`` (a
     cache folder, never the current one)."""
@@ -86,6 +91,7 @@ def run_demo(out=None, *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
                                      w_scale=s["w_scale"], noise=s["noise"], seed=s["seed"])
     t = time.perf_counter()
     z = to_zarr(A, paths["input"], overwrite=True)
+    _mark(paths["input"])
     timings["write_input"] = time.perf_counter() - t
     _say(quiet, f"input        {A.shape[0]} x {A.shape[1]} float64, K = {s['n_components']} "
                 f"planted columns, written to {paths['input']} (chunks {z.chunks})")
@@ -117,6 +123,7 @@ def run_demo(out=None, *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
                               random_state=s["seed"],
                               client=client if client is not None else scheduler,
                               out=paths["result"], overwrite=True, callback=bar)
+        _mark(paths["result"], group=True)
         timings["fit"] = time.perf_counter() - t
     finally:
         if client is not None:
@@ -153,16 +160,64 @@ def run_demo(out=None, *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
             "timings": timings, "settings": s}
 
 
+def _mark(path, group=False):
+    import zarr
+
+    node = zarr.open_group(path, mode="r+") if group else zarr.open_array(path, mode="r+")
+    node.attrs[DEMO_ATTR] = True
+
+
+def _is_demo_matrix(path) -> bool:
+    import zarr
+
+    try:
+        return bool(zarr.open_array(path, mode="r").attrs.get(DEMO_ATTR))
+    except Exception:  # not a Zarr array: the check below names it
+        return False
+
+
+def _is_demo_result(result_path, matrix_path) -> bool:
+    """A finished demo fit (marked when it ended), or one that did not finish (failed,
+    stopped) of the demo's matrix in this folder."""
+    import zarr
+
+    try:
+        attrs = zarr.open_group(result_path, mode="r").attrs
+    except Exception:
+        return False
+    if attrs.get(DEMO_ATTR):
+        return True
+    meta = attrs.get("dask_bid") or {}
+    fitted = (meta.get("input") or {}).get("path")
+    # a relative path was relative to that run's folder: a mismatch refuses (safe side)
+    return (meta.get("status") != "complete" and isinstance(fitted, str)
+            and os.path.realpath(fitted) == os.path.realpath(matrix_path))
+
+
 def _check_replaceable(paths, own_folder=False):
     """The demo replaces what an earlier demo wrote in its folder, nothing else: a Zarr
     array, a result or a figure of the user's own under those names is refused before
-    any work (a figure in the demo's own cache folder is its own, whatever version made
-    it)."""
+    any work. Its matrix carries ``DEMO_ATTR``; its result is the fit of that matrix
+    (a store the user converted, or a fit of it, is also dask_bid's, but not the
+    demo's). In the demo's own cache folder whatever dask_bid wrote is the demo's,
+    whatever version made it."""
+    from ..._errors import OutputExistsError
     from ...engine.zarr_io import check_output, check_replaceable_array
 
-    if os.path.exists(paths["input"]):
+    def refuse(path, why):
+        raise OutputExistsError(
+            f"refusing to replace {path!r}: {why}, and the demo replaces only what an earlier "
+            "demo wrote. Choose another --out folder (or an empty one).")
+
+    matrix = os.path.exists(paths["input"])
+    if matrix:
         check_replaceable_array(paths["input"])
+        if not own_folder and not _is_demo_matrix(paths["input"]):
+            refuse(paths["input"], "it is a Zarr array dask_bid wrote, not the demo's matrix")
     check_output(paths["result"], overwrite=True)
+    if os.path.exists(paths["result"]) and not own_folder and not (
+            matrix and _is_demo_result(paths["result"], paths["input"])):
+        refuse(paths["result"], "it is a fit dask_bid wrote, not the demo's")
     if not own_folder:
         check_png_replaceable([paths["plot"]])
 
