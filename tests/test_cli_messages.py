@@ -192,6 +192,28 @@ def test_fit_refusal_is_one_line_and_leaves_nothing(row, build, extra, fragments
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+@pytest.mark.parametrize("extra, fragments", [
+    (["--n-tries", "0"], ["--n-tries must be >= 1"]),
+    (["--candidate-pool", "2"], ["--candidate-pool must be >= 3"]),
+    (["--n-redraw", "-1"], ["--n-redraw must be >= 0"]),
+    (["--tempered-warmup", "30"], ["--tempered-warmup (30) must not exceed --burn-in (10)",
+                                   "Lower --tempered-warmup"]),
+    (["--init", "1"], ["--init as an array must hold K=2", "got [1]"]),
+    (["--bounds", "1", "-1"], ["--bounds must satisfy a < b"]),
+])
+def test_parameter_refusals_name_the_flags(extra, fragments, tmp_path, capsys):
+    """Messages written for the Python API spell their parameters as the flags the user
+    typed (the sampler's options included), and show no numpy repr."""
+    rc = main(["fit", str(_npy_good(tmp_path)), "--k", "2", "--out",
+               str(tmp_path / "o.zarr"), *FAST, *extra])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert_one_line_error(err, *fragments, progress_allowed=True)
+    for name in ("n_tries", "candidate_pool", "n_redraw", "tempered_warmup", "burn_in",
+                 "error: init", "error: bounds", "array("):
+        assert name not in err, err
+
+
 @pytest.mark.parametrize("row, build, fragments", [
     ("empty .npy", _npy_empty, ["is empty"]),
     ("text cell not a number", _csv_bad_cell, ["line 3, column 2"]),

@@ -276,6 +276,38 @@ def test_bad_credentials_are_refused_in_one_line(s3_input, iam, tmp_path):
     assert all(k.startswith("A.zarr/") for k in iam.keys(bucket))  # nothing written
 
 
+def test_no_credentials_at_all_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    """No key anywhere (environment, files, instance metadata): botocore's
+    NoCredentialsError is not a PermissionError, and came out of the CLI as an "internal
+    error" (exit 1), and of info as "is it a Zarr store?"."""
+    import s3fs
+
+    from dask_bid.interface.cli import main
+
+    for k in list(os.environ):
+        if k.startswith("AWS_"):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    s3fs.S3FileSystem.clear_instance_cache()
+    np.save(tmp_path / "a.npy", _matrix())
+    for args, what in [(["fit", str(tmp_path / "a.npy"), "--k", "2", "--out",
+                         "s3://bucket/fit.zarr"], "the output"),
+                       (["fit", "s3://bucket/A.zarr", "--k", "2", "--out",
+                         str(tmp_path / "f.zarr")], "the input"),
+                       (["info", "s3://bucket/A.zarr"], "the input"),
+                       (["convert", str(tmp_path / "a.npy"), "--out", "s3://bucket/x.zarr"],
+                        "the output")]:
+        assert main([*args, "-q"] if args[0] != "info" else args) == 2, args
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"no credentials for {what}" in err[0], err
+        assert "AWS_ACCESS_KEY_ID" in err[0] and "internal error" not in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy"]  # nothing converted
+    with pytest.raises(StoreAccessError, match="no credentials for the input"):
+        bayesian_id("s3://bucket/A.zarr", K, **KW)
+
+
 def test_a_read_only_bucket_is_refused_before_anything_is_written(s3, s3_input, tmp_path):
     bucket, url = s3_input
     so = s3.options()

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from .._errors import OutputLocationError, StoreAccessError, StoreNotFoundError
 
-__all__ = ["is_url", "bucket_of", "check_bucket", "access_error", "CREDENTIALS_HINT",
-           "BUCKET_PROTOCOLS"]
+__all__ = ["is_url", "bucket_of", "check_bucket", "access_error", "missing_credentials",
+           "CREDENTIALS_HINT", "BUCKET_PROTOCOLS"]
 
 #: Protocols whose first path component is a bucket (container) that can be checked alone.
 BUCKET_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
@@ -92,3 +92,22 @@ def check_bucket(path, storage_options=None, *, output=False):
             f"check the URL and the endpoint ({proto}://bucket/key).") from exc
     except PermissionError as exc:
         raise access_error(path, exc, output=output) from exc
+    except Exception as exc:
+        if not missing_credentials(exc):
+            raise
+        what = "the output" if output else "the input"
+        raise StoreAccessError(
+            f"no credentials for {what} {str(path)!r} ({_one_line(exc)}): "
+            f"{CREDENTIALS_HINT}.") from exc
+
+
+#: botocore's errors for credentials that cannot be found or are incomplete (raised as
+#: such through s3fs: not PermissionError, which is for refused ones)
+_CREDENTIAL_ERRORS = ("NoCredentialsError", "PartialCredentialsError",
+                      "CredentialRetrievalError")
+
+
+def missing_credentials(exc) -> bool:
+    """Whether ``exc`` says that no usable credentials were found (botocore)."""
+    return any(type(e).__name__ in _CREDENTIAL_ERRORS for e in (exc, exc.__cause__,
+                                                                 exc.__context__) if e)

@@ -302,7 +302,7 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
                                  f"{init!r}.") from exc
         if J0.ndim != 1 or J0.size != K or J0.dtype.kind not in "iu":
             raise ParameterError(f"init as an array must hold K={K} integer column indices, "
-                                 f"got {init!r}.")
+                                 f"got {J0.tolist()!r}.")
         if n_cols is not None and (J0.min() < 0 or J0.max() >= n_cols
                                    or np.unique(J0).size != K):
             raise ParameterError(f"init columns must be {K} distinct indices in [0, {n_cols}), "

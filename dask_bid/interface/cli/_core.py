@@ -84,10 +84,18 @@ _FLAGS = {"n_components": "--k", "n_iter": "--n-iter", "burn_in": "--burn-in",
           "bounds": "--bounds", "init": "--init", "trace_columns": "--trace-columns",
           "model": "--model", "out": "--out",
           "overwrite": "--overwrite", "resume": "--resume", "client": "--scheduler",
-          "allow_missing_chunks": "--allow-missing-chunks", "missing": "--missing"}
+          "allow_missing_chunks": "--allow-missing-chunks", "missing": "--missing",
+          "sampler": "--sampler", "n_tries": "--n-tries", "acceptance": "--acceptance",
+          "n_pivot": "--n-pivot", "n_redraw": "--n-redraw",
+          "tempered_warmup": "--tempered-warmup", "n_anneal": "--n-anneal",
+          "anneal_every": "--anneal-every", "candidate_pool": "--candidate-pool",
+          "pool_every": "--pool-every", "feature_names": "--column-names",
+          "sample_names": "--row-names", "keep_final_state": "--no-final-state"}
 #: names that are also English words: translated only as ``name=...`` or ``name (``
 _WORDS = {"thin", "bounds", "init", "model", "out", "overwrite", "resume", "client",
-          "missing"}
+          "missing", "sampler", "acceptance"}
+#: one of those words leading a message about itself ("init as an array must ...")
+_LEAD = re.compile(r"^(" + "|".join(sorted(_WORDS)) + r")(?= (?:must|as|is|has) )")
 _ASSIGN = re.compile(r"\b(" + "|".join(_FLAGS) + r")=('?)([\w+-]*(?:\.\d+)?)\2")
 _BARE = re.compile(r"\b(" + "|".join(k for k in _FLAGS if k not in _WORDS) + r")\b")
 #: code the user may copy (backticks, a call) keeps its Python spelling
@@ -99,13 +107,16 @@ def _flag_words(text: str) -> str:
         flag, value = _FLAGS[m.group(1)], m.group(3)
         if m.group(1) == "client" and value == "None":
             return "--scheduler local"
-        if value == "True":
+        if m.group(1) == "keep_final_state":
+            return "--no-final-state" if value == "False" else "without --no-final-state"
+        if value in ("True", ""):
             return flag
         if value in ("False", "None"):
             return f"no {flag}"
         return f"{flag} {value}"
 
     text = re.sub(r"\(?resume=False, overwrite=True\)?", "--overwrite without --resume", text)
+    text = _LEAD.sub(lambda m: _FLAGS[m.group(1)], text)
     text = _ASSIGN.sub(assign, text)
     return _BARE.sub(lambda m: _FLAGS[m.group(1)], text)
 

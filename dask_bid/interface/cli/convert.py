@@ -140,6 +140,10 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
     src = os.fspath(src)
     if not os.path.isfile(src):
         raise StoreNotFoundError(f"no such file: {src!r}")
+    if is_url(dst):  # a missing bucket or credentials: said before the file is read
+        from ...engine.remote import check_bucket
+
+        check_bucket(dst, output=True)
     stamp = _source_stamp(src)
     suffix = file_suffix(src)
     layout = None

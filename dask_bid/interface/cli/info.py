@@ -137,6 +137,10 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         raise CLIError(f"{spath!r} is a file dask-bid does not read; expected a Zarr store, "
                        f"or one of {', '.join(CONVERTIBLE_SUFFIXES)}; a file of (row, column, "
                        "value) triplets is read with --format triplets (docs/sparse.md)")
+    if is_url(spath):  # a missing bucket or credentials: said as such, not "not Zarr"
+        from ...engine.remote import check_bucket
+
+        check_bucket(spath)
     try:
         node = zarr.open(spath, mode="r")
     except Exception as exc:
