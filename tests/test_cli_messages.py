@@ -550,6 +550,38 @@ def test_a_triplet_file_counting_from_1_read_with_and_without_index_base(tmp_pat
     assert out.is_dir()
 
 
+def test_info_diagnostics_as_json_and_refused_for_a_fit_that_did_not_finish(tmp_path,
+                                                                           capsys):
+    """--json carries the diagnostics too (it dropped them), and --diagnostics of a failed
+    fit says why it has none (it printed nothing and exited 0)."""
+    import json
+
+    out = tmp_path / "r.zarr"
+    assert main(["fit", str(_npy_good(tmp_path)), "--k", "2", "--out", str(out), *FAST,
+                 "--n-chains", "2", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["info", str(out), "--diagnostics", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)["diagnostics"]
+    assert main(["info", str(out), "--diagnostics"]) == 0
+    text = capsys.readouterr().out
+    for name in ("sigma2", "mse"):
+        c = d["chains"][name]
+        assert f"{name:<7} r_hat {c['r_hat']:.3f}  ess_bulk {c['ess_bulk']:.0f}" in text
+    assert len(d["inclusion_probability"]) == len(d["inclusion_mcse"]) == 10
+    bad = np.load(tmp_path / "in.npy")
+    bad[3, 3] = np.nan
+    zarr.create_array(str(tmp_path / "nan.zarr"), data=bad)
+    failed = tmp_path / "failed.zarr"
+    assert main(["fit", str(tmp_path / "nan.zarr"), "--k", "2", "--out", str(failed), *FAST,
+                 "--missing", "zero", "-q"]) == 2
+    capsys.readouterr()
+    assert main(["info", str(failed), "--diagnostics"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "did not finish: it failed",
+                          "run the same dask-bid fit again (it replaces a failed fit)")
+    assert main(["info", str(tmp_path / "in.npy"), "--diagnostics"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "--diagnostics describes the chains")
+
+
 def test_the_demo_replaces_only_what_a_demo_wrote(tmp_path, capsys):
     """--out DIR may be a folder of the user's: a figure or a Zarr array of theirs under
     the demo's names is refused before any work (the demo replaced them)."""

@@ -610,6 +610,7 @@ def read_result(path, *, storage_options=None):
     if not isinstance(meta, dict) or meta.get("status") != "complete":
         status, detail = output_status(path, meta if isinstance(meta, dict) else {},
                                        storage_options=storage_options)
+        detail = str(detail).rstrip(".")
         hint = {"failed": f"it failed: {detail}. Fix the cause and fit again (overwrite=True)",
                 "running": f"it is still running ({detail})",
                 "interrupted": "it was stopped before the end; continue it with resume=True"

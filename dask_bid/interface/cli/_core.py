@@ -116,6 +116,10 @@ def _flag_words(text: str) -> str:
         return f"{flag} {value}"
 
     text = re.sub(r"\(?resume=False, overwrite=True\)?", "--overwrite without --resume", text)
+    # the command line replaces a failed fit of its own without --overwrite
+    text = text.replace("Fix the cause and fit again (overwrite=True)",
+                        "Fix the cause and run the same dask-bid fit again (it replaces a "
+                        "failed fit)")
     text = _LEAD.sub(lambda m: _FLAGS[m.group(1)], text)
     text = _ASSIGN.sub(assign, text)
     return _BARE.sub(lambda m: _FLAGS[m.group(1)], text)

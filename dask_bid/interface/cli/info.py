@@ -414,25 +414,44 @@ def run(args):
         return 0
     if info is None:
         info = describe_path(args.path, **text_options(args, args.path))
+    res = None
+    if args.diagnostics:
+        if info["kind"] != "dask_bid result":
+            raise CLIError(f"--diagnostics describes the chains of a result of dask-bid fit; "
+                           f"{args.path!r} is a {info['kind']}.")
+        from ...engine import read_result
+
+        # a fit that did not finish is refused, saying why (read_result's message)
+        res = read_result(args.path)
+        info["diagnostics"] = _diagnostics(res)
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return 0
     lines = info_lines(info)
-    if args.diagnostics and info["kind"] == "dask_bid result" and info["status"] == "complete":
-        # numpy only (the statistics ArviZ computes, dask_bid/engine/convergence.py):
-        # no optional extra needed
-        from ...engine import read_result
-        from ...engine.convergence import ess_bulk, ess_tail, rhat_rank
-
-        res = read_result(args.path)
+    if res is not None:
         lines.append("  diagnostics (split R-hat, bulk/tail ESS over the retained draws):")
-        for name, x in (("sigma2", res.draws_sigma2),
-                        ("mse", res.draws_sse / (res.n_samples * res.n_features))):
-            lines.append(f"    {name:<7} r_hat {rhat_rank(x):.3f}  ess_bulk {ess_bulk(x):.0f}"
-                         f"  ess_tail {ess_tail(x):.0f}")
+        for name, d in info["diagnostics"]["chains"].items():
+            lines.append(f"    {name:<7} r_hat {d['r_hat']:.3f}  ess_bulk {d['ess_bulk']:.0f}"
+                         f"  ess_tail {d['ess_tail']:.0f}")
         lines.extend(inclusion_lines(res))
     print_lines(lines)
     return 0
+
+
+def _diagnostics(res) -> dict:
+    """Split R-hat and bulk/tail ESS of sigma2 and the MSE, numpy only (the statistics
+    ArviZ computes, dask_bid/engine/convergence.py: no optional extra needed), and the
+    inclusion probabilities with their Monte Carlo standard errors."""
+    from ...engine.convergence import ess_bulk, ess_tail, rhat_rank
+
+    chains = {}
+    for name, x in (("sigma2", res.draws_sigma2),
+                    ("mse", res.draws_sse / (res.n_samples * res.n_features))):
+        chains[name] = {"r_hat": float(rhat_rank(x)), "ess_bulk": float(ess_bulk(x)),
+                        "ess_tail": float(ess_tail(x))}
+    return {"chains": chains,
+            "inclusion_probability": np.asarray(res.inclusion_probability).tolist(),
+            "inclusion_mcse": np.asarray(res.inclusion_mcse()).tolist()}
 
 
 
@@ -484,6 +503,7 @@ def add_parser(sub):
                       help="for a finished result: split R-hat and bulk/tail ESS of sigma2 "
                       "and MSE (as ArviZ computes them; ArviZ is not needed), and the most "
                       "probable columns' inclusion probabilities with their Monte Carlo "
-                      "standard errors")
+                      "standard errors (with --json: every column's); a fit that did not "
+                      "finish is refused, saying why")
     info.set_defaults(func=run)
     return info
