@@ -635,6 +635,21 @@ def test_plot_command_error_vs_k(data, tmp_path, capsys):
         outs.append(str(out))
     assert main(["plot", *outs, "--kind", "error-k", "--out", str(tmp_path / "ek.png")]) == 0
     assert (tmp_path / "ek.png").read_bytes()[:8] == PNG_MAGIC
+    # per-result plots go where --out says: STEM.<result name>.<kind>.png for several
+    # (they went next to each result, silently), STEM.<kind>.png for one, a .png dropped
+    figs = tmp_path / "figs"
+    assert main(["plot", *outs[:2], "--kind", "trace", "--out", str(figs / "both"), "-q"]) == 0
+    assert main(["plot", outs[2], "--kind", "trace", "--out", str(figs / "one.png"), "-q"]) == 0
+    assert sorted(p.name for p in figs.iterdir()) == [
+        "both.k1.trace.png", "both.k2.trace.png", "one.trace.png"]
+    assert not list(tmp_path.glob("k*.trace.png"))
+    capsys.readouterr()
+    twin = tmp_path / "other" / "k1.zarr"
+    twin.parent.mkdir()
+    assert main(["fit", str(d / "a.npy"), "--k", "1", "--out", str(twin), *FAST, "-q"]) == 0
+    assert main(["plot", outs[0], str(twin), "--kind", "trace", "--out",
+                 str(figs / "x")]) == 2
+    assert_one_line_error(capsys.readouterr().err, "two RESULTs here share a name")
 
 
 # ----------------------------------------------------------------------------- processes

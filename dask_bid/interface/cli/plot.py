@@ -56,14 +56,30 @@ def check_same_input(paths):
                            "Plot them separately, or fit the same input.")
 
 
+def _stems(out, results):
+    """The file stem of each result's per-result plots: ``OUT`` for one result (a
+    trailing .png dropped: ``--out fig.png`` gives fig.trace.png), ``OUT.<result name>``
+    for several, else next to each result."""
+    if not out:
+        return [plot_stem(path) for path in results]
+    stem = out[:-4] if out.lower().endswith(".png") else out
+    if len(results) == 1:
+        return [stem]
+    names = [os.path.basename(plot_stem(path)) for path in results]
+    if len(set(names)) < len(names):
+        raise CLIError("--out with several RESULTs names their plots STEM.<result name>."
+                       "<kind>.png, and two RESULTs here share a name: plot them one by one "
+                       "with their own --out, or without --out (next to each result).")
+    return [f"{stem}.{name}" for name in names]
+
+
 def run(args):
     from ...engine import read_result
     from .. import plots
 
     kinds = parse_plot_kinds(args.kind, allow_error_k=True)
     single = [k for k in kinds if k != "error-k"]
-    stems = [plot_stem(args.out if args.out and len(args.results) == 1 else path)
-             for path in args.results]
+    stems = _stems(args.out, args.results) if single else []
     target = None
     if "error-k" in kinds:
         target = (args.out or plot_stem(args.results[0])) + ".error-k.png" \
@@ -73,7 +89,7 @@ def run(args):
                           + ([target] if target else []))
     results = [read_result(p) for p in args.results]
     written = []
-    for stem, res in zip(stems, results, strict=True):
+    for stem, res in zip(stems, results, strict=True) if single else ():
         written += write_plots(res, single, stem)
     if "error-k" in kinds:
         check_same_input([str(p) for p in args.results])
@@ -101,9 +117,10 @@ def add_parser(sub):
                       "(reconstruction error against K over all RESULTs, which must be fits "
                       "of the same input), or all (= trace, autocorr, inclusion; default)")
     plot.add_argument("--out", default=None, metavar="STEM",
-                      help="file name stem: STEM.<kind>.png (default: next to each result, "
-                      "<RESULT without .zarr>.<kind>.png); a name ending in .png is used as "
-                      "is for error-k")
+                      help="file name stem: STEM.<kind>.png for one RESULT, "
+                      "STEM.<RESULT name>.<kind>.png for several (default: next to each "
+                      "result, <RESULT without .zarr>.<kind>.png); STEM.error-k.png, or a "
+                      "name ending in .png as is, for error-k")
     plot.add_argument("-q", "--quiet", action="store_true",
                       help="do not print the files written")
     plot.set_defaults(func=run)
