@@ -2,6 +2,7 @@
 disk in a user folder, compilation shown as its own phase (issue 14.4)."""
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -74,14 +75,16 @@ def test_compiled_kernels_are_cached_across_processes(tmp_path):
     code = ("import numpy as np, dask_bid\n"
             "from dask_bid.kernels.truncnorm import _sample_gtn_loop, sample_gtn\n"
             "sample_gtn(np.random.default_rng(0), np.zeros(5), np.ones(5))\n"
+            "from dask_bid.interface.cli.runtime import kernels_compiled\n"
             "print(sum(_sample_gtn_loop.stats.cache_hits.values()),"
-            " sum(_sample_gtn_loop.stats.cache_misses.values()))\n")
+            " sum(_sample_gtn_loop.stats.cache_misses.values()), int(kernels_compiled()))\n")
     env = _env(XDG_CACHE_HOME=str(tmp_path))
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            timeout=300, env=env) for _ in range(2)]
     assert all(r.returncode == 0 for r in runs), runs[0].stderr + runs[1].stderr
     first, second = (tuple(map(int, r.stdout.split())) for r in runs)
-    assert first == (0, 1) and second == (1, 0), (first, second)
+    # and the fit's kernels line tells the two apart ("compiled" / "loaded from the cache")
+    assert first == (0, 1, 1) and second == (1, 0, 0), (first, second)
     cached = list((tmp_path / "dask_bid" / "numba").rglob("*.nbi"))
     assert any("_sample_gtn_loop" in p.name for p in cached), cached
 
@@ -112,6 +115,8 @@ def test_small_fit_runs_in_process_and_says_so(tmp_path, capsys):
                              "memory") for ln in lines), err
     # compilation is its own phase, before the sampling bar starts
     ready = next(i for i, ln in enumerate(lines) if ln.startswith("kernels      ready in"))
+    assert re.match(r"kernels      ready in [\d.]+ s \((compiled, cached|loaded from the "
+                    r"cache) in ", lines[ready]), lines[ready]
     first_bar = next(i for i, ln in enumerate(lines) if ln.startswith("sampling"))
     assert ready < first_bar
     assert main([*args, "--out", str(tmp_path / "sync.zarr"), "-q"]) == 0

@@ -231,7 +231,7 @@ def _nan_message(exc, src, masked=False) -> str:
 
 def run(args):
     from ..functional import bayesian_id
-    from .runtime import choose_scheduler, compile_kernels, local_cluster
+    from .runtime import choose_scheduler, compile_kernels, kernels_compiled, local_cluster
 
     out = args.out
     overwrite = args.overwrite
@@ -331,11 +331,13 @@ def run(args):
     # the latch also covers the compilation, where numba may swallow a Ctrl-C
     with InterruptLatch() as latch:
         if client is None or client == "synchronous":  # the kernels compile here
-            say("kernels      compiling (numba, first run only) ...", quiet=args.quiet)
+            say("kernels      loading (numba; compiled on the first run only) ...",
+                quiet=args.quiet)
             dt = compile_kernels(params)
             latch.check()
             if dt is not None:
-                say(f"kernels      ready in {dt:.1f} s (cached in "
+                how = "compiled, cached" if kernels_compiled() else "loaded from the cache"
+                say(f"kernels      ready in {dt:.1f} s ({how} in "
                     f"{os.environ.get('NUMBA_CACHE_DIR', 'numba cache')})", quiet=args.quiet)
         t0 = time.perf_counter()
         res = _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch,

@@ -106,5 +106,21 @@ def compile_kernels(params):
     return time.perf_counter() - t
 
 
+def kernels_compiled() -> bool:
+    """Whether any compiled kernel of dask_bid was compiled in this process (a cache
+    miss) rather than loaded from the numba cache: what the kernels line says."""
+    import sys
+
+    from numba.core.registry import CPUDispatcher
+
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("dask_bid.kernels") or mod is None:
+            continue
+        for obj in vars(mod).values():
+            if isinstance(obj, CPUDispatcher) and sum(obj.stats.cache_misses.values()):
+                return True
+    return False
+
+
 def numba_cache_dir() -> str:
     return os.environ.get("NUMBA_CACHE_DIR", "")
