@@ -198,6 +198,17 @@ def test_ambiguous_first_lines_ask_for_header(A, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "holds 0, 1, ..., 11" in err and "--header yes or --header no" in err
     np.testing.assert_array_equal(load_in_memory(str(cols), header="yes"), A)
+    # mostly numbers and a stray word in line 1: a typo in the first data row was read as
+    # a header, and the row silently left out of the matrix
+    typo = tmp_path / "typo.csv"
+    typo.write_text("1,2,x\n4,5,6\n7,8,9\n")
+    with pytest.raises(CLIError, match=r"holds numbers \(1, ...\) and text \('x'\).*"
+                                       "--header yes, or fix the cell and pass --header no"):
+        load_in_memory(str(typo))
+    assert load_in_memory(str(typo), header="yes").shape == (2, 3)
+    names = tmp_path / "names.csv"  # mostly names: a header, as before
+    names.write_text("a,b,2\n4,5,6\n7,8,9\n")
+    assert load_in_memory(str(names)).shape == (2, 3)
 
 
 @pytest.mark.parametrize("text, match", [

@@ -215,6 +215,16 @@ def _numeric(field: str) -> bool:
     return True
 
 
+def _a_number(field: str) -> bool:
+    """An unquoted finite number (not a missing value)."""
+    if _quoted(field):
+        return False
+    try:
+        return bool(np.isfinite(float(field.strip())))
+    except ValueError:
+        return False
+
+
 def _text(field: str) -> bool:
     """A field that is neither a number nor empty (a missing value): a name."""
     return not _numeric(field)
@@ -261,6 +271,17 @@ def _labelled_row(fields) -> bool:
 def _auto_header(path, fields, second, labels) -> bool:
     body = fields[1:] if labels else fields
     if any(map(_text, body)):
+        numbers = [f for f in body if _a_number(f)]
+        # (pandas' header of an indexed array, "id,0,1,2,...", names its columns so)
+        if 2 * len(numbers) >= len(body) and not _column_numbers(numbers):
+            # "1,2,x": mostly numbers with a stray word: a data row with a bad cell (read
+            # as a header it would silently drop a row of the matrix), or a header of
+            # mostly numeric names?
+            word = next(_unquoted(f) for f in body if _text(f))
+            raise CLIError(
+                f"line 1 of {os.fspath(path)!r} holds numbers ({_unquoted(numbers[0])}, ...) "
+                f"and text ({word[:40]!r}): a header, or a row of the matrix with a cell that "
+                "is not a number? Pass --header yes, or fix the cell and pass --header no.")
         return True
     if _column_numbers(fields[1:]) and (labels or not _unquoted(fields[0])):
         return True  # pandas: an index (named or not), the columns of an array
