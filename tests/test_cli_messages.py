@@ -582,6 +582,40 @@ def test_info_diagnostics_as_json_and_refused_for_a_fit_that_did_not_finish(tmp_
     assert_one_line_error(capsys.readouterr().err, "--diagnostics describes the chains")
 
 
+def test_wrong_kinds_of_paths_are_named_with_the_fix(tmp_path, capsys):
+    """Each said what it was and what to do (before: 'got 0-D shape ()' for rid of a
+    sparse store, the .npy's bytes quoted back for --format triplets, '[Errno 17]' with a
+    log for a demo --out that is a file, no fix for an --out that is a file, and zarr's
+    exception text for plot of something that is no result)."""
+    import scipy.sparse as sp
+
+    from dask_bid.interface.sparse_io import convert_sparse
+
+    npy = _npy_good(tmp_path)
+    convert_sparse(sp.random(20, 6, density=0.5, format="coo", random_state=0),
+                   tmp_path / "s.zarr", quiet=True)
+    a_file = tmp_path / "f.zarr"
+    a_file.write_text("")
+    store = _zarr_good(tmp_path)
+    for args, fragments in [
+        (["rid", str(tmp_path / "s.zarr"), "--k", "2"], ["is a sparse store", "dask-bid fit"]),
+        (["convert", str(npy), "--out", str(tmp_path / "c.zarr"), "--format", "triplets"],
+         ["is a numpy file", "drop --format triplets"]),
+        (["fit", str(npy), "--k", "2", "--out", str(tmp_path / "c.zarr"), "--format",
+          "triplets"], ["is a numpy file", "drop --format triplets"]),
+        (["demo", "--out", str(a_file)], ["is an existing file", "choose another --out"]),
+        (["fit", str(npy), "--k", "2", "--out", str(a_file), "--overwrite"],
+         ["is an existing file", "choose another --out, or move the file"]),
+        (["plot", str(store)], ["is not a dask_bid output group", "pass the --out of a fit"]),
+    ]:
+        assert main([*args, "-q"]) == 2, args
+        err = capsys.readouterr().err
+        assert_one_line_error(err, *fragments, progress_allowed=True)
+        assert "Errno" not in err and "0-D" not in err and "Error:" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.zarr", "in.npy", "in.zarr",
+                                                         "s.zarr"]
+
+
 def test_the_demo_replaces_only_what_a_demo_wrote(tmp_path, capsys):
     """--out DIR may be a folder of the user's: a figure or a Zarr array of theirs under
     the demo's names is refused before any work (the demo replaced them)."""

@@ -349,7 +349,9 @@ def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_optio
                 f"inside it; the input is never written or deleted. Choose an output path "
                 "outside the input.")
     if not is_url(out) and os.path.isfile(out):
-        raise OutputLocationError(f"{f['out']} {out!r} is an existing file, not a directory.")
+        raise OutputLocationError(f"{f['out']} {out!r} is an existing file, not a directory "
+                                  "(an output is a Zarr group, a directory): choose another "
+                                  f"{f['out']}, or move the file.")
     if is_url(out):
         from .remote import check_bucket
 
@@ -606,7 +608,8 @@ def read_result(path, *, storage_options=None):
         meta = g.attrs["dask_bid"]
     except Exception as exc:
         raise CorruptStoreError(
-            f"{path!r} is not a dask_bid output group ({type(exc).__name__}: {exc}).") from exc
+            f"{path!r} is not a dask_bid output group ({type(exc).__name__}): pass the out= "
+            "of a fit (dask-bid fit --out).") from exc
     if not isinstance(meta, dict) or meta.get("status") != "complete":
         status, detail = output_status(path, meta if isinstance(meta, dict) else {},
                                        storage_options=storage_options)

@@ -79,6 +79,11 @@ def run_demo(out=None, *, quiet=False, n_iter=None, n_workers=2, scheduler=None,
         s["burn_in"] = min(s["burn_in"], int(n_iter) // 3)
     own = out is None  # ~/.cache/dask_bid/demo: the demo's own folder
     out = os.fspath(out) if out is not None else default_demo_dir()
+    if os.path.exists(out) and not os.path.isdir(out):
+        from ..._errors import OutputLocationError
+
+        raise OutputLocationError(f"--out {out!r} is an existing file: the demo writes a folder "
+                                  "(A.zarr, result.zarr, result.png); choose another --out.")
     os.makedirs(out, exist_ok=True)
     _say(quiet, f"output       {out}")
     paths = {"input": os.path.join(out, "A.zarr"), "result": os.path.join(out, "result.zarr"),

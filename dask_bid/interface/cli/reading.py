@@ -321,7 +321,8 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
     text, or when its first field is empty and the others are the column numbers 0, 1,
     ... (pandas' header for an array with its index). Where line 1 could be either a
     header of numeric column names or a row of the matrix (it holds the column numbers
-    and line 2 does not; or a text label and integers after it), ``auto`` refuses and
+    and line 2 does not; or a text label and integers after it; or mostly numbers with
+    a stray word, a data row with a bad cell as likely as a header), ``auto`` refuses and
     asks for ``--header``. ``"first"`` / ``"none"`` and ``"yes"`` / ``"no"`` decide
     without looking.
     """

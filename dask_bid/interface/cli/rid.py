@@ -32,6 +32,12 @@ def run(args):
     if args.fill_missing and (is_url(src) or file_suffix(src) not in CONVERTIBLE_SUFFIXES):
         raise CLIError(f"--fill-missing applies to .npy and text files; the Zarr array "
                        f"{src!r} is read as is: fill its NaN first.")
+    from ...engine.sparse_store import is_sparse_store
+
+    if is_sparse_store(src):
+        raise CLIError(f"{src!r} is a sparse store: rid (a pivoted-QR ID) needs every entry "
+                       "of the matrix; fit it with dask-bid fit (--missing mask, its absent "
+                       "entries unobserved).")
     convertible = not is_url(src) and file_suffix(src) in CONVERTIBLE_SUFFIXES
     text = text_options(args, src if convertible else None)
     given = None

@@ -123,10 +123,22 @@ def sparse_input(args, out, masked, quiet):
         return src
     if is_url(src) or not os.path.isfile(src):
         raise CLIError(f"--format triplets reads a local file; {src!r} is not one.")
+    _refuse_binary(src)
     dst = converted_path(src, out)
     # fits started side by side on one file wait for the first conversion (convert.py)
     with conversion_lock(dst, quiet):
         return _convert_triplets_once(src, dst, args, quiet)
+
+
+def _refuse_binary(src):
+    """A .npy or .npz is a dense matrix, not lines of triplets (read as text, its bytes
+    were quoted back in the error)."""
+    from ._core import file_suffix
+
+    if file_suffix(src) in (".npy", ".npz"):
+        raise CLIError(f"{src!r} is a numpy file, not a text file of (row, column, value) "
+                       "lines: drop --format triplets (or pass --format dense) to read it "
+                       "as a dense matrix.")
 
 
 def _convert_triplets_once(src, dst, args, quiet):
@@ -288,6 +300,7 @@ def convert_triplet_file(args):
     src, dst = args.input, args.out
     if is_url(src) or not os.path.isfile(src):
         raise CLIError(f"--format triplets reads a local file; {src!r} is not one.")
+    _refuse_binary(src)
     res = convert_triplets(src, dst, overwrite=args.overwrite, quiet=args.quiet,
                            **_triplet_kw(args))
     _check_counts_from_zero(dst, src, args, made=True)
