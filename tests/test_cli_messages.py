@@ -582,6 +582,16 @@ def test_info_diagnostics_as_json_and_refused_for_a_fit_that_did_not_finish(tmp_
     assert_one_line_error(capsys.readouterr().err, "--diagnostics describes the chains")
 
 
+def test_a_foreign_store_where_the_conversion_goes_is_refused_without_advising_overwrite(
+        tmp_path, capsys):
+    # the advice was "pass --overwrite", which was then refused as not dask_bid's
+    src = _npy_beside_a_foreign_store(tmp_path)
+    assert main(["fit", str(src), "--k", "2", "--out", str(tmp_path / "o.zarr"), *FAST]) == 2
+    err = capsys.readouterr().err
+    assert_one_line_error(err, "refusing to replace", "not a Zarr array dask_bid wrote")
+    assert "pass --overwrite" not in err
+
+
 def test_wrong_kinds_of_paths_are_named_with_the_fix(tmp_path, capsys):
     """Each said what it was and what to do (before: 'got 0-D shape ()' for rid of a
     sparse store, the .npy's bytes quoted back for --format triplets, '[Errno 17]' with a

@@ -175,6 +175,10 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
                       file=sys.stderr)
             overwrite = True
         elif not overwrite:
+            from ...engine.zarr_io import check_replaceable_array
+
+            # --overwrite would be refused for a store dask_bid did not write: say that first
+            check_replaceable_array(dst)
             raise OutputExistsError(
                 f"{dst!r} exists and was not converted from this version of {src!r}; pass "
                 "--overwrite to replace it.")
