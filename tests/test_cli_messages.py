@@ -658,8 +658,8 @@ def test_the_demo_replaces_no_store_or_fit_of_the_users_own_made_by_dask_bid(tmp
     assert_one_line_error(capsys.readouterr().err, "refusing to replace", "A.zarr",
                           "not the demo's matrix", "--out")
     shutil.rmtree(out)
-    assert main(demo) == 0  # its own folder now: the demo's matrix and fit
-    assert main(demo) == 0  # replaced by the next demo
+    assert main(demo) == 0  # its own folder now: the demo's matrix and fit (a next demo
+    # replaces them: tests/test_cli.py::test_demo_runs_end_to_end)
     # a demo fit that did not finish (stopped before its mark; here its status set so):
     # the demo's, replaced
     g = zarr.open_group(str(out / "result.zarr"), mode="r+")
