@@ -200,6 +200,11 @@ def test_fit_refusal_is_one_line_and_leaves_nothing(row, build, extra, fragments
                                    "Lower --tempered-warmup"]),
     (["--init", "1"], ["--init as an array must hold K=2", "got [1]"]),
     (["--bounds", "1", "-1"], ["--bounds must satisfy a < b"]),
+    # options another sampler would ignore without a word
+    (["--sampler", "aggressive", "--n-tries", "3"],
+     ["--n-tries applies to the collapsed sampler", "runs the aggressive one"]),
+    (["--plain", "--n-pivot", "3", "--tempered-warmup", "2"],
+     ["--n-pivot, --tempered-warmup apply to the collapsed sampler", "the plain one"]),
 ])
 def test_parameter_refusals_name_the_flags(extra, fragments, tmp_path, capsys):
     """Messages written for the Python API spell their parameters as the flags the user

@@ -120,7 +120,21 @@ def params_from_args(args) -> dict:
         # once INPUT's names are known (run)
         params["trace_columns"] = [int(x) if x.strip().isdigit() else x.strip()
                                    for x in args.trace_columns.split(",") if x.strip()]
+    sampler = str(params.get("sampler", "collapsed")).lower()
+    unused = [flag for opt, flag in _COLLAPSED_ONLY if getattr(args, opt) is not None]
+    if sampler != "collapsed" and unused:
+        # they would be ignored without a word: the user meant another chain
+        raise CLIError(f"{', '.join(unused)} appl{'ies' if len(unused) == 1 else 'y'} to the "
+                       f"collapsed sampler, and this fit runs the {sampler} one"
+                       f"{' (--paper)' if args.paper and not args.sampler else ''}: drop "
+                       f"{'it' if len(unused) == 1 else 'them'}, or pass --sampler collapsed.")
     return params
+
+
+#: options read by the collapsed sampler only (``chain_config`` zeroes them otherwise)
+_COLLAPSED_ONLY = (("n_tries", "--n-tries"), ("n_pivot", "--n-pivot"),
+                   ("n_redraw", "--n-redraw"), ("tempered_warmup", "--tempered-warmup"),
+                   ("n_anneal", "--n-anneal"), ("anneal_every", "--anneal-every"))
 
 
 def _full_params(params):
