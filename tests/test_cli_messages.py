@@ -493,6 +493,10 @@ def test_the_convergence_line_of_one_chain_says_what_it_could_not_check():
     two = check(rng.normal(size=(2, 400)), rng.normal(size=(2, 400)))
     assert convergence_line(two, "plain").endswith(": passed")
     assert convergence_line(two, "search").endswith("not a posterior sampler")
+    # too few draws for any statistic: said so, no "R-hat nan" (a demo of 3 iterations)
+    few = check(rng.normal(size=(2, 2)), rng.normal(size=(2, 2)))
+    line = convergence_line(few, "collapsed")
+    assert "nan" not in line and "2 retained draws per chain, too few to judge" in line
 
 
 # ----------------------------------------------------------------------------- plot

@@ -305,7 +305,7 @@ def _check_reusable(existing, src, dst, fill_missing, overwrite):
             f"{src!r} has {n} missing values (NaN). {NAN_ADVICE} (the conversion {dst!r} "
             f"was made with {_treatment(fill)}).")
     raise MissingValuesError(
-        f"{dst!r} was converted from {src!r} with {_treatment(fill)}, and this fit asks for "
+        f"{dst!r} was converted from {src!r} with {_treatment(fill)}, and this call asks for "
         f"{_treatment(fill_missing)}: pass --overwrite to convert it again, or the same "
         "option as before.")
 

@@ -33,6 +33,10 @@ def convergence_line(conv, sampler, label="convergence  ") -> str:
     from ...engine.summary import EXACT_SAMPLERS
 
     c = conv
+    if c.n_draws < 4 and sampler in EXACT_SAMPLERS:
+        # no statistic to show (R-hat and ESS need 4 draws a chain): the warning's words
+        return (f"{label}{c.n_draws} retained draws per chain, too few to judge: FAILED: not "
+                "yet posterior summaries")
     r = ("" if c.n_chains < 2 else
          f"split R-hat {c.r_hat_sigma2:.3f} (sigma2), {c.r_hat_sse:.3f} (SSE); ")
     verdict = ("passed" if c.converged else "FAILED: not yet posterior summaries")
