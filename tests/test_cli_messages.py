@@ -604,8 +604,9 @@ def test_a_foreign_store_where_the_conversion_goes_is_refused_without_advising_o
 def test_wrong_kinds_of_paths_are_named_with_the_fix(tmp_path, capsys):
     """Each said what it was and what to do (before: 'got 0-D shape ()' for rid of a
     sparse store, the .npy's bytes quoted back for --format triplets, '[Errno 17]' with a
-    log for a demo --out that is a file, no fix for an --out that is a file, and zarr's
-    exception text for plot of something that is no result)."""
+    log for a demo --out that is a file, no fix for an --out that is a file, zarr's
+    exception text for plot of something that is no result, and a folder of files taken
+    for a store that --out lay inside)."""
     import scipy.sparse as sp
 
     from dask_bid.interface.sparse_io import convert_sparse
@@ -626,6 +627,10 @@ def test_wrong_kinds_of_paths_are_named_with_the_fix(tmp_path, capsys):
         (["fit", str(npy), "--k", "2", "--out", str(a_file), "--overwrite"],
          ["is an existing file", "choose another --out, or move the file"]),
         (["plot", str(store)], ["is not a dask_bid output group", "pass the --out of a fit"]),
+        # a folder of files with --out inside it: the folder is no store (it said that
+        # --out lay inside the input)
+        (["fit", str(tmp_path), "--k", "2", "--out", str(tmp_path / "x.zarr")],
+         ["no Zarr store at", "in.npy", "pass one of them"]),
     ]:
         assert main([*args, "-q"]) == 2, args
         err = capsys.readouterr().err

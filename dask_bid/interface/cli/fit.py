@@ -164,6 +164,15 @@ def _check_out_free(out, args):
     directory, or the input file / its converted store lies inside it (never deleted)."""
     from ...engine.zarr_io import check_output
 
+    src = args.input
+    if (not is_url(src) and os.path.isdir(src) and not any(
+            os.path.exists(os.path.join(src, m)) for m in ("zarr.json", ".zarray", ".zgroup"))):
+        # a folder that is no store: said as such, not as "--out lies inside the input"
+        from ..._errors import StoreNotFoundError
+        from ...engine.inputs import folder_hint
+
+        raise StoreNotFoundError(f"no Zarr store at {src!r}: the directory holds no Zarr "
+                                 f"metadata (zarr.json or .zarray){folder_hint(src)}.")
     inputs = [args.input]
     if not is_url(args.input) and file_suffix(args.input) in CONVERTIBLE_SUFFIXES:
         dst = converted_path(args.input, out)
