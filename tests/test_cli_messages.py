@@ -281,6 +281,13 @@ def test_fill_missing_zero_fits_and_records_it(tmp_path, capsys):
     assert main(["rid", str(src), "--k", "2", "--fill-missing", "zero", "--seed", "0"]) == 0
 
 
+def test_info_of_a_one_column_text_file_says_what_fit_says(tmp_path, capsys):
+    # it advised --row-labels first (its rows read as one text field each)
+    src = _csv_semicolon(tmp_path)
+    assert main(["info", str(src)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "one column", "'|'", "at least 2 columns")
+
+
 def test_info_counts_nan_of_a_npy(tmp_path, capsys):
     A = np.arange(12.0).reshape(4, 3)
     A[0, 1] = A[3, 2] = np.nan

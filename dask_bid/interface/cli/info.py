@@ -30,6 +30,7 @@ from .reading import (
     KEEP_NAN,
     RowIndexCheck,
     add_text_options,
+    check_text_columns,
     header_names,
     npy_header,
     scan_non_finite,
@@ -107,6 +108,7 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
                     "file_size": size, **counts}
         if suffix in TEXT_SUFFIXES:
             layout = detect_text_layout(spath, row_labels, header)
+            check_text_columns(spath, layout)  # as fit: not "pass --row-labels first"
             index = RowIndexCheck(layout, row_labels)
             counts = scan_non_finite(spath, row_labels=row_labels, header=header,
                                      index=index)._asdict()
