@@ -659,7 +659,10 @@ def test_the_demo_replaces_only_what_a_demo_wrote(tmp_path, capsys):
     other = zarr.create_array(store=str(out / "A.zarr"), shape=(3, 3), dtype="f8")
     other[:] = 7.0
     assert main(["demo", "--out", str(out), "-q"]) == 2
-    assert_one_line_error(capsys.readouterr().err, "refusing to replace", "A.zarr")
+    err = capsys.readouterr().err
+    assert_one_line_error(err, "refusing to replace", "A.zarr", "not a Zarr array dask_bid "
+                          "wrote", "Choose another --out folder")
+    assert "--overwrite" not in err  # the demo has no such flag
     assert sorted(p.name for p in out.iterdir()) == ["A.zarr"]
     assert (zarr.open_array(str(out / "A.zarr"), mode="r")[...] == 7.0).all()
 

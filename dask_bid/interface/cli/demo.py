@@ -216,10 +216,18 @@ def _check_replaceable(paths, own_folder=False):
 
     matrix = os.path.exists(paths["input"])
     if matrix:
-        check_replaceable_array(paths["input"])
+        try:
+            check_replaceable_array(paths["input"])
+        except OutputExistsError as exc:
+            # its words are those of overwrite=True, which the demo has no flag for
+            refuse(paths["input"], "it is not a Zarr array dask_bid wrote" + (
+                " (it holds other files)" if "besides" in str(exc) else ""))
         if not own_folder and not _is_demo_matrix(paths["input"]):
             refuse(paths["input"], "it is a Zarr array dask_bid wrote, not the demo's matrix")
-    check_output(paths["result"], overwrite=True)
+    try:
+        check_output(paths["result"], overwrite=True)
+    except OutputExistsError:
+        refuse(paths["result"], "it is not a result dask_bid wrote")
     if os.path.exists(paths["result"]) and not own_folder and not (
             matrix and _is_demo_result(paths["result"], paths["input"])):
         refuse(paths["result"], "it is a fit dask_bid wrote, not the demo's")
