@@ -140,7 +140,11 @@ def test_convert_command(tmp_path, capsys):
     np.testing.assert_array_equal(dense_columns(s.array, range(s.shape[1])),
                                   A[:s.shape[0], :s.shape[1]])
     capsys.readouterr()
-    assert main(["convert", str(src), "--out", str(store), "--index-base", "1", "-q"]) == 2
+    # the same file and options again: reused, as a dense file's conversion is
+    assert main(["convert", str(src), "--out", str(store), "--index-base", "1"]) == 0
+    assert f"reusing {store} (already converted from {src})" in capsys.readouterr().err
+    # other options: the store is not replaced without --overwrite
+    assert main(["convert", str(src), "--out", str(store), "--index-base", "0", "-q"]) == 2
     assert_one_line_error(capsys.readouterr().err, "exists; pass --overwrite to replace it")
     assert main(["convert", str(src), "--out", str(store), "--index-base", "1", "-q",
                  "--overwrite"]) == 0

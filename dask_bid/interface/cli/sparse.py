@@ -301,6 +301,12 @@ def convert_triplet_file(args):
     if is_url(src) or not os.path.isfile(src):
         raise CLIError(f"--format triplets reads a local file; {src!r} is not one.")
     _refuse_binary(src)
+    if _reusable(dst, src, args):  # as a dense file's conversion: made once
+        import sys
+
+        if not args.quiet:
+            print(f"reusing {dst} (already converted from {src})", file=sys.stderr)
+        return 0
     res = convert_triplets(src, dst, overwrite=args.overwrite, quiet=args.quiet,
                            **_triplet_kw(args))
     _check_counts_from_zero(dst, src, args, made=True)
