@@ -281,6 +281,24 @@ def test_fill_missing_zero_fits_and_records_it(tmp_path, capsys):
     assert main(["rid", str(src), "--k", "2", "--fill-missing", "zero", "--seed", "0"]) == 0
 
 
+def test_a_store_converted_with_missing_mask_and_rid_or_fill_missing(tmp_path, capsys):
+    """rid of it said to fill the NaN with dask code; fit --fill-missing zero of it said
+    that --missing mask (which the store chose, not the user) and --fill-missing disagree."""
+    store = tmp_path / "m.zarr"
+    assert main(["convert", str(_txt_nan(tmp_path)), "--format", "dense", "--missing", "mask",
+                 "--out", str(store), "-q"]) == 0
+    assert main(["rid", str(store), "--k", "2"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "keeps 1 NaN as missing entries",
+                          "rid needs every entry", "--fill-missing zero")
+    assert main(["fit", str(store), "--k", "2", "--out", str(tmp_path / "f.zarr"),
+                 "--fill-missing", "zero", *FAST]) == 2
+    err = capsys.readouterr().err
+    # (after the phase line that says --missing mask was chosen for the store)
+    assert err.splitlines()[-1].startswith("dask-bid: error: --fill-missing applies to .npy "
+                                           "and text files"), err
+    assert "disagree" not in err and "Traceback" not in err
+
+
 def test_info_of_a_one_column_text_file_says_what_fit_says(tmp_path, capsys):
     # it advised --row-labels first (its rows read as one text field each)
     src = _csv_semicolon(tmp_path)

@@ -290,12 +290,14 @@ def run(args):
         src = sparse_src
     convertible = (sparse_src is None and not is_url(src)
                    and file_suffix(src) in CONVERTIBLE_SUFFIXES)
-    fill = fill_treatment(args.fill_missing, masked)
     if args.fill_missing and not convertible:
+        # before the check against --missing mask, which a store that keeps its NaN chose
+        # without the user passing it
         raise CLIError(f"--fill-missing applies to .npy and text files, which dask-bid "
                        f"converts; the Zarr array {src!r} is read as is: pass --missing mask "
                        "to fit its observed entries only, fill its NaN first, or fit the "
                        ".npy / text file it came from.")
+    fill = fill_treatment(args.fill_missing, masked)
     text = text_options(args, src if convertible else None)
     # everything checkable from metadata is checked before converting or sampling
     shape = _checked_shape(src, text)

@@ -21,6 +21,25 @@ from .reading import FILL_CHOICES, add_names_option, add_text_options, text_opti
 from .report import shown_names
 
 
+def _refuse_kept_nan(src):
+    """A store converted with --missing mask keeps NaN as missing entries: the pivoted-QR
+    ID needs them all (its refusal at the first NaN suggested dask code)."""
+    import zarr
+
+    from ...engine.zarr_io import stored_kept_nan
+
+    try:
+        attrs = zarr.open_array(src, mode="r").attrs
+    except Exception:  # not a readable array: the fit's own reading says why
+        return
+    n = stored_kept_nan(attrs)
+    if n:
+        raise CLIError(f"{src!r} keeps {n} NaN as missing entries (it was converted with "
+                       "--missing mask), and rid needs every entry: run rid on the file it "
+                       "came from with --fill-missing zero, or fit the store with dask-bid "
+                       "fit.")
+
+
 def run(args):
     from ...baselines import RandomizedID
 
@@ -39,6 +58,8 @@ def run(args):
                        "of the matrix; fit it with dask-bid fit (--missing mask, its absent "
                        "entries unobserved).")
     convertible = not is_url(src) and file_suffix(src) in CONVERTIBLE_SUFFIXES
+    if not convertible:
+        _refuse_kept_nan(src)
     text = text_options(args, src if convertible else None)
     given = None
     if args.column_names:  # checked against INPUT's shape before anything is read
