@@ -134,8 +134,10 @@ class BayesianID:
     warmup_temperature : float, default=100.0
         The first temperature of ``tempered_warmup`` (>= 1).
     n_iter : int, default=1000
-        Iterations of each chain (one slot update, one sweep of W, one sigma^2 draw
-        each); the first ``burn_in`` are discarded. Time grows linearly with it.
+        Iterations of each chain (each: the sampler's swap moves, with the default
+        ``"collapsed"`` the pivot, redraw, collapsed and annealed swaps; one sweep of W;
+        one sigma^2 draw); the first ``burn_in`` are discarded. Time grows linearly with
+        it.
     burn_in : int, default=200
         Iterations discarded first.
     thin : int, default=1

@@ -105,8 +105,10 @@ def _check_masked_array(A, missing):
 def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     """Bayesian interpolative decomposition A ~ A[:, J] W with |W| <= 1 (Lu, 2022).
 
-    Runs the GBT or GBTN Gibbs sampler (aggressive or plain) and summarises the
-    retained draws. See :class:`dask_bid.BayesianID` for every parameter.
+    Runs the GBT or GBTN sampler chosen by ``sampler`` (``"collapsed"``, the exact
+    default; the paper's ``"plain"`` and ``"aggressive"``; the least-squares ``"search"``)
+    and summarises the retained draws. See :class:`dask_bid.BayesianID` for every
+    parameter.
 
     Parameters
     ----------
@@ -122,8 +124,9 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     **kwargs
         The parameters of :class:`dask_bid.BayesianID`, and the engine's ``client``,
         ``out``, ``overwrite``, ``resume``, ``checkpoint_every``, ``chunks``,
-        ``storage_options``, ``callback`` and ``keep_final_state`` (see
-        :func:`dask_bid.engine.fit_dask`).
+        ``storage_options``, ``callback``, ``keep_final_state``, ``mask`` and
+        ``allow_missing_chunks`` (see :func:`dask_bid.engine.fit_dask` and
+        :meth:`dask_bid.BayesianID.fit`).
         ``progress=True`` shows a progress bar over every chain's iterations (tqdm: a
         widget in a notebook with ipywidgets, else text on stderr), with the MSE and
         sigma^2 of the latest iteration; ``callback`` is still called.

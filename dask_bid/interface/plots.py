@@ -458,6 +458,14 @@ def plot_overview(result, *, planted=None, figsize=(11.0, 6.5)):
     The autocorrelation panel falls back to sigma^2 when no chain kept enough W draws
     of the reported basis.
 
+    Parameters
+    ----------
+    result : BIDResult or fitted BayesianID
+    planted : sequence of int, optional
+        Known basis columns, marked in the inclusion panel (the demo's planted ones).
+    figsize : (float, float), default=(11.0, 6.5)
+        The figure's size in inches.
+
     Returns
     -------
     Figure
