@@ -218,10 +218,10 @@ def _check_replaceable(paths, own_folder=False):
     if matrix:
         try:
             check_replaceable_array(paths["input"])
-        except OutputExistsError as exc:
+        except OutputExistsError:
             # its words are those of overwrite=True, which the demo has no flag for
-            refuse(paths["input"], "it is not a Zarr array dask_bid wrote" + (
-                " (it holds other files)" if "besides" in str(exc) else ""))
+            refuse(paths["input"], "it is not a Zarr array dask_bid wrote (or it holds other "
+                                   "files)")
         if not own_folder and not _is_demo_matrix(paths["input"]):
             refuse(paths["input"], "it is a Zarr array dask_bid wrote, not the demo's matrix")
     try:
