@@ -11,7 +11,9 @@ Each notebook runs top to bottom in a fresh kernel of this interpreter (nbclient
 PNG. The notebook's metadata then holds a hash of every code cell's source
 (``metadata["dask_bid"]["code_sha256"]``): ``tests/test_notebooks.py`` compares them
 with the cells' current source, so a notebook whose code changed after it was run is
-reported as stale until this script runs again. Notebook 03 needs the paper's data
+reported as stale until this script runs again. It also holds a fingerprint of the
+dask_bid source that made the outputs (``dask_bid_source``); ``--check`` says when the
+package has changed since (not an error). Notebook 03 needs the paper's data
 files (``DASK_BID_DATA`` or ``../shared/data`` next to the clone; ``docs/datasets.md``).
 """
 
@@ -88,8 +90,22 @@ def execute(path: Path, timeout: int = 900):
         client.execute()
     except CellExecutionError as exc:
         raise RuntimeError(f"{path.name}: a cell failed with {exc.ename}: {exc.evalue}") from exc
-    nb.metadata[META_KEY] = {"code_sha256": code_hashes(nb)}
+    nb.metadata[META_KEY] = {"code_sha256": code_hashes(nb),
+                             "dask_bid_source": library_fingerprint()}
     return nb
+
+
+def library_fingerprint() -> str:
+    """A SHA-256 (12 hex digits) of the imported dask_bid package's source: the outputs of
+    a notebook run by another version may differ (numbers, printed lines)."""
+    import dask_bid
+
+    root = Path(dask_bid.__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,9 +122,19 @@ def main(argv: list[str] | None = None) -> int:
              else sorted(EXAMPLES.glob("*.ipynb")))
     if args.check:
         bad = 0
+        now = library_fingerprint()
         for p in paths:
-            stale = stale_cells(nbformat.read(p, as_version=4))
-            print(f"{p.name}: " + (f"stale (code cells {stale})" if stale else "up to date"))
+            nb = nbformat.read(p, as_version=4)
+            stale = stale_cells(nb)
+            made = nb.metadata.get(META_KEY, {}).get("dask_bid_source")
+            # the cells decide (exit 1); another library version is said, not failed:
+            # every change to the package would otherwise need a rerun of all three
+            made = made or "not recorded"
+            note = ("" if made == now else
+                    f"; its outputs were made by another version of dask_bid ({made}, now "
+                    f"{now}): run it again to refresh them")
+            print(f"{p.name}: " + (f"stale (code cells {stale})" if stale else "up to date")
+                  + note)
             bad += bool(stale)
         return int(bad > 0)
     for p in paths:

@@ -136,6 +136,50 @@ def test_overwrite_replaces_an_empty_directory_and_a_result(store, tmp_path):
     assert read_result(str(out)).columns.tolist() == first.columns.tolist()
 
 
+def test_overwrite_never_deletes_a_file_inside_a_result_an_array_or_a_sparse_store(
+        store, tmp_path):
+    """Only the top level was looked at: a file of the user's inside a result's array
+    (W/notes.txt), a folder in one of its groups, a file among an array's chunks, or
+    anything inside a sparse store was deleted by overwrite=True with the rest."""
+    import scipy.sparse as sp
+
+    from dask_bid.interface.sparse_io import convert_sparse
+
+    out = tmp_path / "res.zarr"
+    bayesian_id(store, K, out=str(out), **KW, **SYNC)
+    arr = tmp_path / "written.zarr"
+    to_zarr(_matrix(), str(arr), chunks=CHUNKS)
+    sparse = tmp_path / "s.zarr"
+    X = sp.random(20, 6, density=0.5, format="csc", random_state=0)
+    convert_sparse(X, sparse, quiet=True)
+    cases = [(out / "W" / "notes.txt", lambda: bayesian_id(store, K, out=str(out),
+                                                            overwrite=True, **KW, **SYNC)),
+             (out / "draws" / "mine" / "x.npy", lambda: bayesian_id(
+                 store, K, out=str(out), overwrite=True, **KW, **SYNC)),
+             (out / "C" / "c" / "0" / "notes", lambda: bayesian_id(
+                 store, K, out=str(out), resume=True, **KW, **SYNC)),
+             (arr / "c" / "mine" / "n.txt", lambda: to_zarr(_matrix(), str(arr),
+                                                             overwrite=True)),
+             (sparse / "top.txt", lambda: convert_sparse(X, sparse, overwrite=True,
+                                                         quiet=True)),
+             (sparse / "blocks" / "note.txt", lambda: convert_sparse(X, sparse, overwrite=True,
+                                                                     quiet=True))]
+    for path, replace in cases:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("mine")
+        before = tree_digest(tmp_path)
+        with pytest.raises(OutputExistsError, match="which dask_bid did not write"):
+            replace()
+        assert tree_digest(tmp_path) == before and path.read_text() == "mine"
+        path.unlink()
+        if path.parent.name == "mine":
+            path.parent.rmdir()
+    # without them, each is replaced as before
+    bayesian_id(store, K, out=str(out), overwrite=True, **KW, **SYNC)
+    to_zarr(_matrix(), str(arr), overwrite=True)
+    convert_sparse(X, sparse, overwrite=True, quiet=True)
+
+
 def test_to_zarr_overwrite_replaces_only_its_own_arrays(tmp_path):
     """overwrite=True deleted whatever was at the path: a folder of the user's files, or
     a Zarr array of another tool. It replaces an empty directory or an array to_zarr

@@ -1,8 +1,11 @@
-"""The notebooks in examples/ are committed executed, with outputs made by their current code.
+"""The notebooks in examples/ are committed executed, with outputs made by their current cells.
 
 ``examples/run_notebooks.py`` runs them and stores a SHA-256 of every code cell's source in
 the notebook's metadata; here each stored hash is recomputed from the committed source, so
-a notebook edited after it was run fails until it is run again. The quick start is also
+a notebook edited after it was run fails until it is run again. A change of the package
+alone does not fail it (every change would need all three run again): the script also
+records a fingerprint of the package's source, and its ``--check`` says when the outputs
+were made by another version. The quick start is also
 executed here, in a fresh kernel whose temporary folder must stay empty; the other two take
 minutes (a Dask cluster, the paper's data files) and run with
 ``DASK_BID_ALL_NOTEBOOKS=1`` or with ``python examples/run_notebooks.py``.

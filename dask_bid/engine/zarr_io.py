@@ -16,6 +16,7 @@ Layout of the output group written by a fit with ``out=`` (see ``docs/engine.md`
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -245,7 +246,7 @@ def check_replaceable_array(path, storage_options=None):
             "overwrite=True only replaces those or empty directories. Remove it yourself "
             "or choose another path.")
     if not is_url(path):
-        foreign = [n for n in sorted(os.listdir(path)) if n not in ("zarr.json", "c")]
+        foreign = _foreign_entries(path)
         if foreign:
             raise OutputExistsError(
                 f"refusing to replace {path!r}: besides a Zarr array it holds "
@@ -312,16 +313,45 @@ def _result_meta(out, storage_options=None):
 
 
 def _foreign_entries(out):
-    """Entries of a local result directory that are not Zarr nodes (what we never write)."""
+    """Paths (relative to ``out``) in a local Zarr v3 node's directory tree that Zarr did
+    not write: anything but a node's ``zarr.json``, a group's child nodes and an array's
+    chunk files (``c/<digits>/.../<digits>``). Walked to the bottom: a file of the user's
+    inside an array of a result (``W/notes.txt``) was deleted by ``overwrite=True``."""
     bad = []
-    for name in sorted(os.listdir(out)):
-        full = os.path.join(out, name)
-        if name == "zarr.json":
-            continue
-        if os.path.isdir(full) and os.path.exists(os.path.join(full, "zarr.json")):
-            continue
-        bad.append(name)
+
+    def node(path, rel):
+        try:
+            with open(os.path.join(path, "zarr.json"), encoding="utf-8") as fh:
+                kind = json.load(fh).get("node_type")
+        except (OSError, ValueError, AttributeError):
+            kind = None
+        for name in sorted(os.listdir(path)):
+            full, r = os.path.join(path, name), f"{rel}{name}"
+            if name == "zarr.json" and kind is not None:
+                continue
+            if kind == "array" and name == "c" and os.path.isdir(full):
+                chunks(full, r + "/")
+            elif (kind == "group" and os.path.isdir(full)
+                    and os.path.isfile(os.path.join(full, "zarr.json"))):
+                node(full, r + "/")
+            else:
+                bad.append(r)
+
+    def chunks(path, rel):
+        for name in sorted(os.listdir(path)):
+            full, r = os.path.join(path, name), f"{rel}{name}"
+            if not name.isdigit():
+                bad.append(r)
+            elif os.path.isdir(full):
+                chunks(full, r + "/")
+
+    node(out, "")
     return bad
+
+
+def foreign_entries(path):
+    """:func:`_foreign_entries` for callers outside this module (the sparse stores)."""
+    return _foreign_entries(path)
 
 
 def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_options=None,

@@ -411,6 +411,16 @@ def _check_dst(dst, overwrite):
             raise ParameterError(f"{d!r} exists and is not a sparse store; overwrite replaces "
                                  "only a sparse store (or an empty directory): choose another "
                                  "path.")
+        from ..engine.zarr_io import foreign_entries
+
+        foreign = [] if empty_dir else foreign_entries(d)
+        if foreign:  # the store is replaced whole: never with a file of the user's in it
+            from .._errors import OutputExistsError
+
+            raise OutputExistsError(
+                f"refusing to replace {d!r}: besides a sparse store it holds "
+                f"{', '.join(foreign[:4])}, which dask_bid did not write. Move them out, or "
+                "choose another path.")
 
 
 def convert_sparse(X, dst, *, overwrite=False, quiet=False, block_edges=None):
