@@ -107,6 +107,28 @@ def two_processes(shared_cluster, shared_client):
 
 
 @pytest.mark.timeout(240)
+def test_products_large_enough_for_threaded_blas_match_on_worker_processes(
+        tmp_path, two_processes):
+    """The client ran OpenBLAS with 2 threads and distributed's worker processes with 1:
+    on a matrix whose products OpenBLAS splits across threads (2000 x 300 here) the
+    synchronous chain and the worker processes' chain differed in the last bits from
+    iteration 15 (engine/blas.py: a fit now runs its process with one BLAS thread)."""
+    from threadpoolctl import threadpool_info
+
+    r = np.random.default_rng(3)
+    A = r.standard_normal((2000, 8)) @ r.uniform(-1, 1, (8, 300)) \
+        + 0.05 * r.standard_normal((2000, 300))
+    path = str(tmp_path / "big.zarr")
+    to_zarr(A, path, chunks=(250, 100))
+    kw = dict(n_iter=20, burn_in=5, random_state=2)
+    before = [i["num_threads"] for i in threadpool_info()]
+    sync = bayesian_id(path, 6, client="synchronous", **kw)
+    assert [i["num_threads"] for i in threadpool_info()] == before  # restored
+    _, client = two_processes
+    assert_same_chain(sync, bayesian_id(path, 6, client=client, **kw))
+
+
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("n_workers,processes", [(2, True), (2, False)],
                          ids=["2-processes", "2-threads"])
 def test_local_clusters_match_sync(store, reference, n_workers, processes, request,

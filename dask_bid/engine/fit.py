@@ -500,7 +500,10 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
                    checkpoint_every=int(checkpoint_every), callback=callback,
                    keep_final_state=bool(keep_final_state),
                    initial_columns=initial_columns)
-        return run.run()
+        from .blas import single_blas_thread
+
+        with single_blas_thread():  # as Dask's worker processes (engine/blas.py)
+            return run.run()
 
 
 def _masked(p) -> bool:

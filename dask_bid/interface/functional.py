@@ -191,15 +191,19 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
             f"n_components={p['n_components']} exceeds the number of rows M={src.shape[0]}: "
             "more than M columns are always linearly dependent; choose n_components <= "
             f"{src.shape[0]}.")
-    if not progress:
-        return _fit(src, p, names, rows, engine_kw)
-    from ._progress import ChainProgress
+    from ..engine.blas import single_blas_thread
 
-    user = engine_kw.get("callback")
-    check_callback(user)
-    with ChainProgress(p["n_chains"] * p["n_iter"]) as bar:
-        engine_kw["callback"] = bar if user is None else _both(bar, user)
-        return _fit(src, p, names, rows, engine_kw)
+    # the same floats whatever process runs the blocks (engine/blas.py)
+    with single_blas_thread():
+        if not progress:
+            return _fit(src, p, names, rows, engine_kw)
+        from ._progress import ChainProgress
+
+        user = engine_kw.get("callback")
+        check_callback(user)
+        with ChainProgress(p["n_chains"] * p["n_iter"]) as bar:
+            engine_kw["callback"] = bar if user is None else _both(bar, user)
+            return _fit(src, p, names, rows, engine_kw)
 
 
 def _both(first, then):
