@@ -106,6 +106,12 @@ def test_nan_values_are_dropped_and_counted(tmp_path):
     assert src.array.meta["n_nan_dropped"] == 1
     np.testing.assert_array_equal(_dense(src), [[1.5, np.nan], [np.nan, np.nan],
                                                 [np.nan, -2.0]])
+    # a NaN at the largest row or column index: without shape= the largest indices of
+    # every entry set the shape (the NaN's row was "outside the shape 2 x 2 given")
+    last = tmp_path / "last.csv"
+    last.write_text("0,0,1.5\n1,1,2\n2,0,nan\n")
+    assert scan_triplets(last).shape == (3, 2)
+    assert convert_triplets(last, tmp_path / "last.zarr", quiet=True).shape == (3, 2)
 
 
 def test_missing_value_markers_are_unobserved_entries(tmp_path):

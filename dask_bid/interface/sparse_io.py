@@ -231,23 +231,26 @@ def scan_triplets(path, *, sep=None, columns=(0, 1, 2), shape=None, index_base=0
     values (dropped) and whether it has a header line; every line is checked."""
     path, shape = _check_args(path, shape, index_base, columns)
     counts = np.zeros(0, dtype=np.int64)
-    max_r, n_nan, n_lines, has_header = -1, 0, 0, False
+    max_r, max_c, n_nan, n_lines, has_header = -1, -1, 0, 0, False
     for nums, r, c, v in _chunks(path, sep, columns, header, quiet):
         if n_lines == 0 and nums.size and nums[0] > 1 and _suffix(path) != ".parquet":
             has_header = _first_data_line_after_header(path, nums[0])
         n_lines += int(nums.size)
         ri, ci, v, dropped = _checked(path, nums, r, c, v, index_base, shape)
         n_nan += dropped
+        if nums.size:  # every entry's indices set the shape, a dropped NaN's too (the
+            # write pass checks them all against it)
+            max_r = max(max_r, int(np.max(r)) - index_base)
+            max_c = max(max_c, int(np.max(c)) - index_base)
         if ci.size:
             bc = np.bincount(ci)
             if bc.size > counts.size:
                 counts = np.concatenate([counts, np.zeros(bc.size - counts.size, np.int64)])
             counts[:bc.size] += bc
-            max_r = max(max_r, int(ri.max()))
     if shape is None:
         if n_lines == 0:
             raise InputShapeError(f"{path!r} holds no (row, column, value) triplet.")
-        shape = (max_r + 1, counts.size)
+        shape = (max_r + 1, max(max_c + 1, counts.size))
     counts = np.concatenate([counts, np.zeros(shape[1] - counts.size, np.int64)])
     return TripletScan(path=path, shape=shape, nnz=int(counts.sum()), n_nan=n_nan,
                        header=has_header, counts=counts, n_lines=n_lines)
