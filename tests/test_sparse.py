@@ -209,6 +209,17 @@ def test_refusals_of_the_destination_and_of_incomplete_stores(tmp_path):
     (tmp_path / "other" / "f.txt").write_text("mine")
     with pytest.raises(ParameterError, match="is not a sparse store; overwrite replaces only"):
         convert_sparse(_coo(A), tmp_path / "other", quiet=True, overwrite=True)
+    # one column: refused before anything is written (the store was written, then
+    # refused, and blocked the retry); a dense array: named (an AttributeError before)
+    one = tmp_path / "one.csv"
+    one.write_text("0,0,1\n1,0,2\n")
+    with pytest.raises(InputShapeError, match="has shape 2 x 1; a matrix with at least"):
+        convert_triplets(one, tmp_path / "one.zarr", quiet=True)
+    with pytest.raises(InputShapeError, match="has shape 5 x 1"):
+        convert_sparse(_coo(np.ones((5, 1))), tmp_path / "one2.zarr", quiet=True)
+    with pytest.raises(ParameterError, match="takes a scipy.sparse matrix, got ndarray"):
+        convert_sparse(np.ones((3, 3)), tmp_path / "dense.zarr", quiet=True)
+    assert not any((tmp_path / n).exists() for n in ("one.zarr", "one2.zarr", "dense.zarr"))
     import zarr
 
     g = zarr.open_group(str(tmp_path / "X.zarr"), mode="r+")

@@ -21,6 +21,7 @@ import numpy as np
 from .._errors import InputShapeError, NonFiniteInputError, ParameterError, StoreNotFoundError
 from .._na import NA_TOKENS
 from ..engine.sparse_store import (
+    _check_shape,
     create_sparse_group,
     default_block_edges,
     finish_group,
@@ -315,6 +316,7 @@ def convert_triplets(path, dst, *, sep=None, columns=(0, 1, 2), shape=None, inde
     scan = scan_triplets(path, sep=sep, columns=columns, shape=shape, index_base=index_base,
                          header=header, quiet=quiet)
     M, N = scan.shape
+    _check_shape(scan.shape, repr(os.fspath(path)))  # before anything is written
     counts = scan.counts
     if block_edges is None:
         target = max(4 * 2**20, -(-scan.nnz // MAX_BLOCKS))
@@ -433,6 +435,11 @@ def convert_sparse(X, dst, *, overwrite=False, quiet=False, block_edges=None):
     is dropped: unobserved); a repeated (row, column) of a COO matrix is refused.
     Returns the written store, opened.
     """
+    if not hasattr(X, "nnz") or not hasattr(X, "tocsc"):
+        raise ParameterError(f"convert_sparse takes a scipy.sparse matrix, got "
+                             f"{type(X).__name__}; a dense array is written with "
+                             "dask_bid.engine.to_zarr (or scipy.sparse.csc_matrix(X) first).")
+    _check_shape(X.shape, "the sparse matrix")  # before anything is written
     _check_dst(dst, overwrite)
     nnz = int(X.nnz)
     bar = _progress(nnz, f"writing {os.path.basename(os.fspath(dst))}", "entry", quiet)
