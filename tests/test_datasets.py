@@ -118,6 +118,13 @@ def test_drug_values_match_file_without_any_log_undo(shared_data_dir, name, fnam
     np.testing.assert_allclose(back[std.mask], raw[~np.isnan(raw)], rtol=1e-12, atol=1e-12)
 
 
+def test_a_min_obs_no_row_reaches_is_refused(shared_data_dir):
+    # it returned a 0 x 48 dataset (mean 0, sd 1) without a word
+    with pytest.raises(ParameterError, match=r"min_obs=25: no row of ccle_ec50 .* \(the most "
+                                             "is 24"):
+        load_ccle_ec50(shared_data_dir, min_obs=25)
+
+
 def test_ccle_ec50_garbage_entries(shared_data_dir):
     paper = load_ccle_ec50(shared_data_dir, min_obs=0, standardize=None, n_copies=1)
     clean = load_ccle_ec50(shared_data_dir, clean=True, min_obs=0, standardize=None, n_copies=1)

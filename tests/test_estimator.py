@@ -268,6 +268,11 @@ def test_a_dask_array_of_unknown_shape_is_refused_naming_the_fix():
     with pytest.raises(InputShapeError, match=r"unknown shape \(nan, 8\).*"
                        r"compute_chunk_sizes\(\)"):
         bayesian_id(X, 2, client="synchronous", **FAST)
+    # to_zarr the same (zarr failed with "cannot convert float NaN to integer")
+    from dask_bid.engine import to_zarr
+
+    with pytest.raises(InputShapeError, match=r"unknown shape \(nan, 8\).*compute_chunk"):
+        to_zarr(X, "never-written.zarr")
 
 
 def test_a_reopened_fit_has_the_constructors_parameters(tmp_path):

@@ -217,6 +217,10 @@ def _load_drug(
     if cap is not None:
         R = np.where(mask, np.minimum(R, cap), R)
     keep = mask.sum(axis=1) >= min_obs
+    if not keep.any():
+        # an empty matrix (0 x N, mean 0, sd 1) was returned without a word
+        raise ParameterError(f"min_obs={min_obs}: no row of {name} has that many observed "
+                             f"entries (the most is {int(mask.sum(axis=1).max())}); lower it.")
     R, mask = R[keep], mask[keep]
     rows = [lab for lab, k in zip(rows, keep, strict=True) if k]
 

@@ -378,7 +378,8 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
     checkpoint_every : int
         Iterations between checkpoints.
     chunks : (rows, cols), optional
-        Tile shape of the streaming passes (default: whole input chunks, ~64 MiB tiles).
+        Tile shape of the streaming passes (default: the input's chunks, merged or split
+        into tiles of at most ~16 MiB, ``dask_backend.TILE_BYTES``).
     storage_options : dict, optional
         fsspec options (credentials, endpoint; docs/engine.md, "Object storage") for URL
         input, output and checkpoints; local paths ignore them, so one dict serves a URL

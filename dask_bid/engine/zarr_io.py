@@ -159,6 +159,14 @@ def to_zarr(array, path, *, chunks=None, overwrite=False, storage_options=None):
         from .._errors import InputShapeError
 
         raise InputShapeError(f"to_zarr writes 2-D matrices, got shape {array.shape}.")
+    if any(isinstance(s, float) and math.isnan(s) for s in array.shape):
+        from .._errors import InputShapeError
+
+        # as bayesian_id says it (zarr failed with "cannot convert float NaN to integer")
+        raise InputShapeError(
+            f"to_zarr got a dask array of unknown shape {array.shape} (after boolean "
+            "indexing, or from a dataframe): call array.compute_chunk_sizes() first (for a "
+            "dask dataframe, df.to_dask_array(lengths=True)).")
     if is_url(path):
         from .remote import check_bucket
 
