@@ -158,7 +158,8 @@ def _unchanged(out, before):
                       r"n_iter > 20"),
     (dict(n_iter=30, burn_in=12), r"differs from this one in params \(burn_in: stored 10, "
                                   r"now 12"),
-    (dict(n_iter=30, thin=1), r"thin: stored 2, now 1"),
+    # the larger n_iter (allowed) is not named beside the refused change
+    (dict(n_iter=30, thin=1), r"in params \(thin: stored 2, now 1\)\."),
     (dict(n_iter=30, random_state=6), r"another seed than the stored fit's"),
 ])
 def test_a_continuation_that_is_not_one_chain_is_refused(A, tmp_path, change, message):
@@ -179,6 +180,16 @@ def test_a_continuation_that_is_not_one_chain_is_refused(A, tmp_path, change, me
     _unchanged(out, before)
 
 
+def test_a_resume_with_other_chunks_names_what_differs(A, tmp_path):
+    # it said "differs from this one in layout." and, with a larger n_iter, named only
+    # n_iter (the allowed change)
+    out = str(tmp_path / "fit.zarr")
+    _fit(A, 20, out, chunks=(25, 30))
+    with pytest.raises(ParameterError, match=r"in layout \(layout row_tiles: stored "
+                                             r"\[\[0, 25\], \[25, 50\]\], now \[\[0, 50\]\]\)\."):
+        _fit(A, 30, out, resume=True, chunks=(50, 30))
+
+
 def test_a_finished_fit_without_its_final_state_is_refused(A, tmp_path):
     """A fit written before the final state was kept (or whose checkpoint/ was removed)
     cannot be continued: refused, naming the fix; resuming it as it is still works."""
@@ -187,7 +198,7 @@ def test_a_finished_fit_without_its_final_state_is_refused(A, tmp_path):
     before = zarr.open_group(out, mode="r").attrs["dask_bid"]
     zarr.open_group(out, mode="r+")["checkpoint"].__delitem__("c1-it00000020")
     with pytest.raises(ParameterError, match=r"kept no final state of chain 1 .* Fit again "
-                                             r"with n_iter=30 and overwrite=True"):
+                                             r"with n_iter=30, n_chains=2 and overwrite=True"):
         _fit(A, 30, out, resume=True)
     _unchanged(out, before)
     assert _fit(A, 20, out, resume=True).trace.shape[1] == 20

@@ -133,17 +133,47 @@ def _extends(stored, meta) -> bool:
                for k in ("input_shape", "layout")) and a == b
 
 
+def _short(v, limit=60) -> str:
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit - 4] + " ..."
+
+
 def _compare_meta(stored, meta, entropy_given):
     diffs = []
     for k in ("params", "input_shape", "layout", "n_chains"):
         if jsonable(stored.get(k)) != jsonable(meta.get(k)):
             diffs.append(k)
     if diffs:
+        # a finished fit continues with a larger n_iter or n_chains: those are not named
+        # as differences (they pointed at the allowed change, not at the refused one)
+        grows = stored.get("status") == "complete"
+
+        def allowed(k, a, b):
+            try:
+                return grows and k in _GROWS and int(b) >= int(a)
+            except (TypeError, ValueError):
+                return False
+
         detail = []
         if "params" in diffs:
             a, b = stored.get("params", {}), meta["params"]
-            detail = [f"{k}: stored {a.get(k)!r}, now {b.get(k)!r}"
-                      for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+            detail = [f"{k}: stored {_short(a.get(k))}, now {_short(b.get(k))}"
+                      for k in sorted(set(a) | set(b))
+                      if a.get(k) != b.get(k) and not allowed(k, a.get(k), b.get(k))]
+            if not detail:
+                diffs.remove("params")
+        if "n_chains" in diffs and allowed("n_chains", stored.get("n_chains"),
+                                           meta.get("n_chains")):
+            diffs.remove("n_chains")
+        for k in ("layout", "input_shape"):
+            if k in diffs:  # the layout: which of its parts (the chunks give the tiles)
+                a, b = stored.get(k), meta.get(k)
+                if isinstance(a, dict) and isinstance(b, dict):
+                    detail += [f"{k} {part}: stored {_short(a.get(part))}, now "
+                               f"{_short(b.get(part))}" for part in sorted(set(a) | set(b))
+                               if jsonable(a.get(part)) != jsonable(b.get(part))]
+                else:
+                    detail.append(f"{k}: stored {_short(a)}, now {_short(b)}")
         raise ParameterError(
             "resume=True, but the stored fit differs from this one in "
             f"{', '.join(diffs)}{' (' + '; '.join(detail) + ')' if detail else ''}. Resume with "
@@ -182,7 +212,8 @@ def _check_extendable(stored, meta, ckpt, where):
                 f"the finished fit at {where!r} kept no final state of chain {c} (it was "
                 "fitted with keep_final_state=False, or written before dask_bid kept one, "
                 "or its checkpoint/ folder was removed): it cannot be continued. Fit again "
-                f"with n_iter={want} and overwrite=True.")
+                f"with n_iter={want}{f', n_chains={now}' if now != 1 else ''} and "
+                "overwrite=True.")
 
 
 #: parameters added since fits were first saved, with the value that gives the chain a
