@@ -112,6 +112,9 @@ def test_nan_values_are_dropped_and_counted(tmp_path):
     last.write_text("0,0,1.5\n1,1,2\n2,0,nan\n")
     assert scan_triplets(last).shape == (3, 2)
     assert convert_triplets(last, tmp_path / "last.zarr", quiet=True).shape == (3, 2)
+    # a scipy matrix's stored NaN: dropped and counted too (no count was written)
+    X = sp.coo_matrix(([1.0, np.nan, 2.0], ([0, 1, 1], [0, 0, 1])), shape=(2, 2))
+    assert convert_sparse(X, tmp_path / "x.zarr", quiet=True).array.meta["n_nan_dropped"] == 1
 
 
 def test_missing_value_markers_are_unobserved_entries(tmp_path):
