@@ -386,6 +386,9 @@ def test_one_huge_entry_is_refused_not_reported_as_nan(tmp_path):
             bayesian_id(src, K, **KW, **SYNC, **kw)
     status, why = output_status(out)
     assert status == "failed" and "span" in why
+    # no fit there: which case, not "status None"
+    assert output_status(str(tmp_path / "none.zarr")) == ("unknown", "nothing at this path")
+    assert output_status(path)[1].startswith("not a dask_bid result")
 
 
 def test_huge_values_whose_square_overflows_in_the_result_give_inf_not_nan(tmp_path):

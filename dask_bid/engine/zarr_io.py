@@ -453,6 +453,11 @@ def output_status(path, meta=None, *, storage_options=None):
         if holder is not None:
             return "running", describe(holder)
         return "interrupted", "stopped before the end; continue it with resume"
+    if status is None:  # no dask_bid fit there: say which case ("status None" before)
+        lp = local_path(path)
+        if not is_url(lp) and not os.path.exists(lp):
+            return "unknown", "nothing at this path"
+        return "unknown", "not a dask_bid result (no 'dask_bid' attributes)"
     return "unknown", f"status {status!r}"
 
 
