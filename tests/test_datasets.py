@@ -287,9 +287,12 @@ def test_ctrp_row_filter_clean_and_standardisation(tmp_path, ctrp_matrix):
     capped = np.minimum(ctrp_matrix[[0, 1, 3]], 100.0)
     obs = capped[~np.isnan(capped)]
     assert ds.mean_ == pytest.approx(obs.mean()) and ds.std_ == pytest.approx(obs.std())
-    cleaned = load_ctrp_ec50(tmp_path, clean=True, min_obs=3, standardize=None, n_copies=1)
-    # A549's denormal no longer counts, leaving it 2 observations: every row drops.
-    assert cleaned.shape == (0, 3)
+    # A549's denormal no longer counts, leaving it 2 observations: every row would drop,
+    # and that is refused, naming the most any row has (a 0-row dataset was returned,
+    # which no fit can use)
+    with pytest.raises(ParameterError, match=r"min_obs=3: no row of ctrp_ec50 .* \(the most "
+                                             r"is 2\)"):
+        load_ctrp_ec50(tmp_path, clean=True, min_obs=3, standardize=None, n_copies=1)
     cleaned = load_ctrp_ec50(tmp_path, clean=True, min_obs=2, standardize=None, n_copies=1)
     assert cleaned.row_labels == ["2004", "22RV1", "A549"]
     assert not cleaned.mask[2, 1]
