@@ -596,6 +596,15 @@ def test_info_diagnostics_as_json_and_refused_for_a_fit_that_did_not_finish(tmp_
     capsys.readouterr()
     assert main(["info", str(out), "--diagnostics", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)["diagnostics"]
+    # strict JSON: one chain's R-hat (NaN) is null, not a bare NaN
+    one = tmp_path / "one.zarr"
+    assert main(["fit", str(tmp_path / "in.npy"), "--k", "2", "--out", str(one), *FAST,
+                 "-q"]) == 0
+    capsys.readouterr()
+    assert main(["info", str(one), "--diagnostics", "--json"]) == 0
+    text = capsys.readouterr().out
+    assert "NaN" not in text
+    assert json.loads(text)["diagnostics"]["chains"]["sigma2"]["r_hat"] is None
     assert main(["info", str(out), "--diagnostics"]) == 0
     text = capsys.readouterr().out
     for name in ("sigma2", "mse"):

@@ -427,7 +427,8 @@ def run(args):
         res = read_result(args.path)
         info["diagnostics"] = _diagnostics(res)
     if args.json:
-        print(json.dumps(info, indent=2, default=str))
+        # NaN (R-hat of one chain, an unknown statistic) as null: strict JSON has no NaN
+        print(json.dumps(_json_safe(info), indent=2, default=str, allow_nan=False))
         return 0
     lines = info_lines(info)
     if res is not None:
@@ -438,6 +439,19 @@ def run(args):
         lines.extend(inclusion_lines(res))
     print_lines(lines)
     return 0
+
+
+def _json_safe(x):
+    """``x`` with every non-finite float as None (and numpy scalars as Python ones)."""
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return float(x) if np.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
 
 
 def _diagnostics(res) -> dict:
