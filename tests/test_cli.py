@@ -47,7 +47,8 @@ def assert_same_trace(a, b):
 
 
 #: the phase lines of ``fit`` on stderr (what it chose, what it does), beside the bars
-PHASES = ("scheduler    ", "kernels      ", "filled       ", "replacing    ", "reusing ")
+PHASES = ("scheduler    ", "kernels      ", "filled       ", "replacing    ", "reusing ",
+          "resume       ")
 
 
 def assert_one_line_error(stderr, *fragments, progress_allowed=False):

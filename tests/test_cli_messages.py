@@ -200,6 +200,8 @@ def test_fit_refusal_is_one_line_and_leaves_nothing(row, build, extra, fragments
                                    "Lower --tempered-warmup"]),
     (["--init", "1"], ["--init as an array must hold K=2", "got [1]"]),
     (["--bounds", "1", "-1"], ["--bounds must satisfy a < b"]),
+    # a negative index is out of range, not a name
+    (["--trace-columns", "-1"], ["--trace-columns must lie in [0, 10), got -1"]),
     # options another sampler would ignore without a word
     (["--sampler", "aggressive", "--n-tries", "3"],
      ["--n-tries applies to the collapsed sampler", "runs the aggressive one"]),
@@ -297,6 +299,26 @@ def test_a_store_converted_with_missing_mask_and_rid_or_fill_missing(tmp_path, c
     assert err.splitlines()[-1].startswith("dask-bid: error: --fill-missing applies to .npy "
                                            "and text files"), err
     assert "disagree" not in err and "Traceback" not in err
+
+
+def test_second_cli_audit_messages(tmp_path, capsys):
+    """rid's sketch options with --method cpqr were ignored without a word; --resume with
+    nothing at OUT started a new fit without a word; info rounded 1 NaN in 6000 to 0.0 %."""
+    npy = _npy_good(tmp_path)
+    assert main(["rid", str(npy), "--k", "2", "--method", "cpqr", "--oversampling", "3"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "--oversampling applies to --method "
+                          "randomized", "drop it")
+    assert main(["fit", str(npy), "--k", "2", "--out", str(tmp_path / "new.zarr"), *FAST,
+                 "--resume"]) == 0
+    assert f"resume       nothing at {tmp_path / 'new.zarr'} yet: a new fit" in \
+        capsys.readouterr().err
+    A = np.ones((60, 100))
+    A[3, 4] = np.nan
+    np.save(tmp_path / "few.npy", A)
+    assert main(["info", str(tmp_path / "few.npy")]) == 0
+    text = capsys.readouterr().out
+    assert "missing    1 NaN entries (0.017%)" in text
+    assert "observed   5999 of 6000 entries (99.9833%)" in text
 
 
 def test_info_of_a_one_column_text_file_says_what_fit_says(tmp_path, capsys):
@@ -498,11 +520,12 @@ def test_a_fit_that_has_not_converged_says_so_in_one_line(tmp_path, capsys):
     check = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  check  ")]
     assert len(check) == 1 and check[0].split("check", 1)[1].strip() == \
         line[0].split("convergence", 1)[1].strip()
-    # the paper's aggressive sampler is a search: the line says it is not judged
+    # the paper's aggressive sampler targets no known distribution: not judged (it was
+    # called "a search", which is another sampler)
     assert main([*args, "--sampler", "aggressive", "--out", str(tmp_path / "s.zarr")]) == 0
     cap = capsys.readouterr()
     assert "not converged" not in cap.err
-    assert "not judged: this sampler is a search" in cap.out
+    assert "not judged: this sampler targets no known posterior (aggressive" in cap.out
 
 
 def test_the_convergence_line_of_one_chain_says_what_it_could_not_check():
@@ -517,7 +540,7 @@ def test_the_convergence_line_of_one_chain_says_what_it_could_not_check():
     assert line.endswith("passed (ESS only: --resume --n-chains 4 adds chains to compare)")
     two = check(rng.normal(size=(2, 400)), rng.normal(size=(2, 400)))
     assert convergence_line(two, "plain").endswith(": passed")
-    assert convergence_line(two, "search").endswith("not a posterior sampler")
+    assert convergence_line(two, "search").endswith("search: an optimisation)")
     # too few draws for any statistic: said so, no "R-hat nan" (a demo of 3 iterations)
     few = check(rng.normal(size=(2, 2)), rng.normal(size=(2, 2)))
     line = convergence_line(few, "collapsed")

@@ -140,6 +140,9 @@ def test_missing_value_markers_are_unobserved_entries(tmp_path):
     ("0,0,1\n1,1,inf\n", {}, NonFiniteInputError, r"line 2: the value is infinite"),
     ("r,c,v\n0,0,1\n1;1;2\n", {}, InputShapeError,
      r"line 3: '1;1;2' is not a \(row, column, value\) triplet"),
+    # a bad first line without a letter is no header: named, not skipped with its entry
+    ("0;0;1.5\n1,1,2\n2,0,3\n0,2,1\n1,0,1\n", {}, InputShapeError,
+     r"line 1: '0;0;1.5' is not a \(row, column, value\) triplet"),
 ])
 def test_triplet_refusals(tmp_path, text, kw, error, match):
     path = tmp_path / "t.csv"

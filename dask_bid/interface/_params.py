@@ -134,7 +134,7 @@ def columns_by_name(value, names, what="trace_columns"):
         raise ParameterError(
             f"{what} names columns ({wanted[0]!r}), but A's columns have no names: pass "
             "column indices, or name the columns (a DataFrame, feature_names=, a text "
-            "file's header, --column-names).")
+            "file's header; command line: --column-names).")
     where = {}
     for j, n in enumerate(names):
         where.setdefault(str(n), j)
@@ -162,7 +162,7 @@ def _trace_columns(value, n_cols):
     cols = sorted({int(c) for c in cols})
     if not cols:
         raise ParameterError("trace_columns is empty: pass the columns whose W draws are "
-                             "kept, or None (n_trace_columns evenly spaced ones).")
+                             "kept, or leave it out (10 evenly spaced ones by default).")
     if cols[0] < 0 or (n_cols is not None and cols[-1] >= n_cols):
         raise ParameterError(f"trace_columns must lie in [0, {n_cols if n_cols else 'N'}), "
                              f"got {cols[0] if cols[0] < 0 else cols[-1]}.")
@@ -306,7 +306,7 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
         if n_cols is not None and (J0.min() < 0 or J0.max() >= n_cols
                                    or np.unique(J0).size != K):
             raise ParameterError(f"init columns must be {K} distinct indices in [0, {n_cols}), "
-                                 f"got {init!r}.")
+                                 f"got {J0.tolist()!r}.")
     out["proposal_init"] = _choice("proposal_init", p["proposal_init"], PROPOSAL_INITS)
     out["missing"] = _choice("missing", p["missing"], MISSING,
                              " ('zero': every entry counts; 'mask': NaN marks a missing entry)")

@@ -89,8 +89,9 @@ def _parse_fields(text, sep, columns):
 
 def _text_chunks(path, sep, columns, header, quiet):
     """Yield (line numbers, rows, cols, values as float64) per chunk of data lines;
-    the first line is a header when ``header`` is True, or when "auto" and its fields
-    are not numbers. Comment lines (#) and blank lines are skipped."""
+    the first line is a header when ``header`` is True, or when "auto" and it is not a
+    triplet of numbers and holds a letter (a name). Comment lines (#) and blank lines
+    are skipped."""
     size = os.path.getsize(path)
     bar = _progress(size, f"reading {os.path.basename(path)}", "B", quiet)
     try:
@@ -105,8 +106,12 @@ def _text_chunks(path, sep, columns, header, quiet):
                     continue
                 if first:
                     first = False
+                    # a header names its fields: a first line without a letter that
+                    # does not parse ("0;0;1.5" in a comma file) is a bad data line,
+                    # refused with its number below, not skipped with its entry
                     is_header = header is True or (
-                        header == "auto" and _parse_fields(s, sep, columns) is None)
+                        header == "auto" and _parse_fields(s, sep, columns) is None
+                        and any(ch.isalpha() for ch in s))
                     if is_header:
                         continue
                 nums.append(lineno)

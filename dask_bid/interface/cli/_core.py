@@ -116,6 +116,8 @@ def _flag_words(text: str) -> str:
         return f"{flag} {value}"
 
     text = re.sub(r"\(?resume=False, overwrite=True\)?", "--overwrite without --resume", text)
+    # a message naming both spellings of the triplet options keeps the flags only
+    text = text.replace("(sep=, columns=; --sep, --columns)", "(--sep, --columns)")
     # the command line replaces a failed fit of its own without --overwrite
     text = text.replace("Fix the cause and fit again (overwrite=True)",
                         "Fix the cause and run the same dask-bid fit again (it replaces a "

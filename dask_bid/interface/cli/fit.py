@@ -118,7 +118,8 @@ def params_from_args(args) -> dict:
     if args.trace_columns is not None:
         # an index, or a column's name (a header's, --column-names'): names are resolved
         # once INPUT's names are known (run)
-        params["trace_columns"] = [int(x) if x.strip().isdigit() else x.strip()
+        # "-1" is an index out of range (said so), not a column's name
+        params["trace_columns"] = [int(x) if x.strip().lstrip("-").isdigit() else x.strip()
                                    for x in args.trace_columns.split(",") if x.strip()]
     sampler = str(params.get("sampler", "collapsed")).lower()
     unused = [flag for opt, flag in _COLLAPSED_ONLY if getattr(args, opt) is not None]
@@ -264,6 +265,10 @@ def run(args):
         overwrite = True
     else:
         _check_out_free(out, args)
+    if args.resume and not is_url(out) and not os.path.exists(out):
+        # a misspelt --out would otherwise start over without a word
+        say(f"resume       nothing at {out} yet: a new fit (--resume continues one stored "
+            "there)", quiet=args.quiet)
     if args.scheduler is not None and args.scheduler.lower() != "local":
         from ...engine.cluster import check_client_arg
 

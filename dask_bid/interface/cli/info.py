@@ -61,9 +61,10 @@ def _missing_lines(info) -> list[str]:
         return []
     M, N = info["shape"][:2] if len(info["shape"]) >= 2 else (info["shape"][0], 1)
     total = max(1, int(M) * int(N))
-    lines = [f"  missing    {n_nan} NaN entries ({n_nan / total:.1%})"
+    lines = [f"  missing    {n_nan} NaN entries ({_share(n_nan, total)})"
              + (f", {n_inf} infinite" if n_inf else ""),
-             f"  observed   {total - n_nan} of {total} entries ({(total - n_nan) / total:.1%})"]
+             f"  observed   {total - n_nan} of {total} entries "
+             f"({_share(total - n_nan, total)})"]
     kept = (info.get("filled") or {}).get("fill") == KEEP_NAN
     if n_nan and kept:
         lines.append("  note       converted with --missing mask: `dask-bid fit` fits it with "
@@ -439,6 +440,16 @@ def run(args):
         lines.extend(inclusion_lines(res))
     print_lines(lines)
     return 0
+
+
+def _share(n, total) -> str:
+    """``n / total`` as a percentage that is never rounded to 0 % or 100 % unless it is
+    (1 NaN in 6000 showed "0.0%", and its observed share "100.0%")."""
+    f = n / total
+    text = f"{f:.1%}"
+    if 0 < n < total and text in ("0.0%", "100.0%"):
+        text = f"{f * 100:.2g}%" if 2 * n < total else f"{f * 100:.4f}%"
+    return text
 
 
 def _json_safe(x):

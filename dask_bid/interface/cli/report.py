@@ -44,7 +44,8 @@ def convergence_line(conv, sampler, label="convergence  ") -> str:
         # one chain cannot show that chains from other starts would end elsewhere
         verdict = "passed (ESS only: --resume --n-chains 4 adds chains to compare)"
     if sampler not in EXACT_SAMPLERS:
-        verdict = "not judged: this sampler is a search, not a posterior sampler"
+        verdict = ("not judged: this sampler targets no known posterior (aggressive: the "
+                   "paper's Algorithm 2; search: an optimisation)")
     return (f"{label}{r}bulk ESS {c.ess_bulk_sigma2:.0f}, {c.ess_bulk_sse:.0f} "
             f"(wanted: R-hat <= {RHAT_MAX}, ESS >= {ESS_PER_CHAIN_MIN * max(c.n_chains, 1)}): "
             f"{verdict}")

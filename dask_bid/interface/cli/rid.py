@@ -44,6 +44,13 @@ def run(args):
     from ...baselines import RandomizedID
 
     src = args.input
+    unused = [flag for flag, v in (("--oversampling", args.oversampling),
+                                   ("--power-iter", args.power_iter)) if v is not None]
+    if args.method == "cpqr" and unused:
+        # the sketch's options, which the exact pivoted QR would ignore without a word
+        raise CLIError(f"{', '.join(unused)} appl{'ies' if len(unused) == 1 else 'y'} to "
+                       "--method randomized (the sketch); --method cpqr factorises A itself: "
+                       f"drop {'it' if len(unused) == 1 else 'them'}.")
     # the output is checked before INPUT is read: a refusal must not cost a fit
     out = _npz_out(args.out) if args.out else None
     if out is not None:
@@ -71,8 +78,10 @@ def run(args):
         A = load_in_memory(src, fill_missing=args.fill_missing, **text)
     else:
         A = src
-    est = RandomizedID(args.k, method=args.method, oversampling=args.oversampling,
-                       n_power_iter=args.power_iter, random_state=args.seed)
+    est = RandomizedID(args.k, method=args.method,
+                       oversampling=10 if args.oversampling is None else args.oversampling,
+                       n_power_iter=0 if args.power_iter is None else args.power_iter,
+                       random_state=args.seed)
     est.fit(A)
     names = given if given is not None else input_column_names(src, text,
                                                                est.n_features_in_)
@@ -164,9 +173,9 @@ def add_parser(sub):
     rid.add_argument("--method", choices=("randomized", "cpqr"), default="randomized",
                      help="randomized: a Gaussian sketch of A, then pivoted QR of the sketch "
                      "(default); cpqr: pivoted QR of A itself (exact, slower for wide A)")
-    rid.add_argument("--oversampling", type=nonneg_int, default=10, metavar="P",
+    rid.add_argument("--oversampling", type=nonneg_int, default=None, metavar="P",
                      help="randomized: extra sketch rows beyond K (default 10)")
-    rid.add_argument("--power-iter", type=nonneg_int, default=0, metavar="Q",
+    rid.add_argument("--power-iter", type=nonneg_int, default=None, metavar="Q",
                      help="randomized: power iterations, for a slowly decaying spectrum "
                      "(default 0)")
     rid.add_argument("--seed", type=nonneg_int, default=None, metavar="S",
