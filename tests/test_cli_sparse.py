@@ -148,3 +148,12 @@ def test_convert_command(tmp_path, capsys):
     assert_one_line_error(capsys.readouterr().err, "exists; pass --overwrite to replace it")
     assert main(["convert", str(src), "--out", str(store), "--index-base", "1", "-q",
                  "--overwrite"]) == 0
+    # a --shape wider than the file: columns a fit refuses, said at once, nothing written
+    # (the store was written and the fit refused it with Python advice)
+    wide = tmp_path / "wide.zarr"
+    assert main(["convert", str(src), "--out", str(wide), "--index-base", "1", "--shape",
+                 f"{A.shape[0]},{A.shape[1] + 3}", "-q"]) == 2
+    assert_one_line_error(capsys.readouterr().err, f"--shape {A.shape[0]},{A.shape[1] + 3} "
+                          "leaves columns", "(3 in all)", "a column with no entry cannot be "
+                          "fitted")
+    assert not wide.exists()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from ._core import CLIError, human_bytes, is_url, say
 
 __all__ = ["add_sparse_options", "sparse_input", "sparse_kind", "describe_sparse",
@@ -190,20 +192,27 @@ def _check_counts_from_zero(dst, src, args, made):
     which the fit refuses as "columns [0] have no observed entry; drop them first": the
     file's own fix is --index-base 1. Said before the kernels compile, and the store
     converted for this run is removed (a retry converts again)."""
-    if args.index_base is not None:
-        return
     from ...engine.sparse_store import SparseZarrReader
 
     counts = SparseZarrReader(dst).column_counts()
-    if counts.size == 0 or counts[0] != 0:
+    empty = np.flatnonzero(counts == 0)
+    if args.index_base is None and counts.size and counts[0] == 0:
+        why = (f"column 0 of {src!r} holds no entry, as when a file counts rows and columns "
+               "from 1 (read here from 0, the default): pass --index-base 1 if it does "
+               "(MovieLens does); a column with no entry cannot be fitted.")
+    elif args.shape is not None and empty.size:
+        # a --shape wider than the file: columns a fit refuses (with Python advice)
+        why = (f"--shape {args.shape[0]},{args.shape[1]} leaves columns "
+               f"{empty[:5].tolist()} of {src!r} without an entry ({empty.size} in all), and "
+               "a column with no entry cannot be fitted: give a --shape that ends at the "
+               "file's last column, or none (the largest indices set it).")
+    else:
         return
     if made:
         import shutil
 
         shutil.rmtree(dst, ignore_errors=True)
-    raise CLIError(f"column 0 of {src!r} holds no entry, as when a file counts rows and "
-                   "columns from 1 (read here from 0, the default): pass --index-base 1 if it "
-                   "does (MovieLens does); a column with no entry cannot be fitted.")
+    raise CLIError(why)
 
 
 def _source_meta(dst):
