@@ -310,8 +310,16 @@ def test_second_cli_audit_messages(tmp_path, capsys):
                           "randomized", "drop it")
     assert main(["fit", str(npy), "--k", "2", "--out", str(tmp_path / "new.zarr"), *FAST,
                  "--resume"]) == 0
-    assert f"resume       nothing at {tmp_path / 'new.zarr'} yet: a new fit" in \
-        capsys.readouterr().err
+    cap = capsys.readouterr()
+    assert f"resume       nothing at {tmp_path / 'new.zarr'} yet: a new fit" in cap.err
+    # info shows the two summary lines it dropped, with fit's numbers
+    fit_lines = {ln.split()[0]: ln.split(None, 1)[1] for ln in cap.out.splitlines()
+                 if ln.startswith(("max|W|", "accepted"))}
+    assert main(["info", str(tmp_path / "new.zarr")]) == 0
+    info_lines = {ln.split()[0]: ln.split(None, 1)[1] for ln in
+                  capsys.readouterr().out.splitlines() if ln.strip().startswith(("max|W|",
+                                                                                  "accepted"))}
+    assert "off the basis" in fit_lines["max|W|"] and info_lines == fit_lines
     A = np.ones((60, 100))
     A[3, 4] = np.nan
     np.save(tmp_path / "few.npy", A)

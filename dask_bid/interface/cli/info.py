@@ -238,6 +238,13 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
             info["row_names"] = rows
     with contextlib.suppress(Exception):  # the columns whose W draws were kept
         info["traced"] = [int(c) for c in node["draws"]["w_columns"][...]]
+    with contextlib.suppress(Exception):  # as fit's summary: max |W| off the basis
+        W = np.asarray(node["W"][...])
+        rest = np.setdiff1d(np.arange(W.shape[1]), info["columns"])
+        if rest.size:
+            info["max_abs_w_off_basis"] = float(np.abs(W[:, rest]).max())
+    with contextlib.suppress(Exception):  # and the share of accepted swaps
+        info["accepted"] = float(np.mean(node["traces"]["accepted"][...]))
     with contextlib.suppress(Exception):  # from the retained draws (n_chains x n_keep)
         from .report import sigma2_interval90
 
@@ -387,7 +394,14 @@ def info_lines(info) -> list[str]:
             conv = s.get("convergence") or {}
             lines.append("  sigma2     " + sigma2_words(
                 s.get("sigma2"), info.get("sigma2_interval_90"), conv.get("converged", True)))
-            lines.append(f"  max|W|     {fmt_g(s.get('max_abs_w'))}")
+            off = info.get("max_abs_w_off_basis")
+            lines.append(f"  max|W|     {fmt_g(s.get('max_abs_w'))}"
+                         + (f"  (off the basis: {fmt_g(off)})" if off is not None else ""))
+            if info.get("accepted") is not None:  # fit's words, under info's indent
+                from .report import accepted_line
+
+                lines.append("  " + accepted_line(info["accepted"]).replace(
+                    "accepted     ", "accepted   ", 1))
             lines.append(f"  draws      {s.get('n_draws_point')} retained draws with the "
                          "reported basis")
             if info.get("unvisited"):
