@@ -199,7 +199,7 @@ def test_fit_refusal_is_one_line_and_leaves_nothing(row, build, extra, fragments
     (["--tempered-warmup", "30"], ["--tempered-warmup (30) must not exceed --burn-in (10)",
                                    "Lower --tempered-warmup"]),
     (["--init", "1"], ["--init as an array must hold K=2", "got [1]"]),
-    (["--bounds", "1", "-1"], ["--bounds must satisfy a < b"]),
+    (["--bounds", "1", "-1"], ["--bounds must satisfy a < b", "e.g. --bounds -1 1"]),
     # a negative index is out of range, not a name
     (["--trace-columns", "-1"], ["--trace-columns must lie in [0, 10), got -1"]),
     # options another sampler would ignore without a word

@@ -116,6 +116,9 @@ def _flag_words(text: str) -> str:
         return f"{flag} {value}"
 
     text = re.sub(r"\(?resume=False, overwrite=True\)?", "--overwrite without --resume", text)
+    # the bounds as the flag takes them
+    text = text.replace("e.g. (-1, 1)", "e.g. --bounds -1 1").replace(
+        "the weak-ID (-2, 2)", "the weak-ID --bounds -2 2")
     # a message naming both spellings of the triplet options keeps the flags only
     text = text.replace("(sep=, columns=; --sep, --columns)", "(--sep, --columns)")
     # the command line replaces a failed fit of its own without --overwrite
