@@ -261,6 +261,13 @@ def zarr_array_location(array) -> str | None:
 _MATRIX_SUFFIXES = (".npy", ".csv", ".tsv", ".txt", ".zarr", ".parquet")
 
 
+def no_store_in_folder(spath) -> StoreNotFoundError:
+    """The refusal of a local directory that holds no Zarr metadata, naming what it holds
+    (raised by :func:`open_zarr_array`, and by ``dask-bid fit`` before its output checks)."""
+    return StoreNotFoundError(f"no Zarr store at {spath!r}: the directory holds no Zarr "
+                              f"metadata (zarr.json or .zarray){folder_hint(spath)}.")
+
+
 def folder_hint(path) -> str:
     """The end of a refusal of a directory that is not a Zarr store: the matrix files and
     Zarr stores inside it, which the user may have meant."""
@@ -307,9 +314,7 @@ def open_zarr_array(path, *, storage_options=None):
                 f"no Zarr store at {spath!r}: nothing there holds Zarr metadata (zarr.json or "
                 ".zarray). Check the URL, or write the matrix first, e.g. with "
                 "dask_bid.engine.to_zarr(A, url, storage_options=...).") from exc
-        raise StoreNotFoundError(
-            f"no Zarr store at {spath!r}: the directory holds no Zarr metadata (zarr.json or "
-            f".zarray){folder_hint(spath)}.") from exc
+        raise no_store_in_folder(spath) from exc
     except Exception as exc:  # zarr raises several types for unreadable metadata
         raise CorruptStoreError(
             f"cannot read Zarr metadata at {spath!r} ({type(exc).__name__}: {exc}). The "

@@ -254,7 +254,7 @@ def check_replaceable_array(path, storage_options=None):
             "overwrite=True only replaces those or empty directories. Remove it yourself "
             "or choose another path.")
     if not is_url(path):
-        foreign = _foreign_entries(path)
+        foreign = foreign_entries(path)
         if foreign:
             raise OutputExistsError(
                 f"refusing to replace {path!r}: besides a Zarr array it holds "
@@ -320,7 +320,7 @@ def _result_meta(out, storage_options=None):
     return meta if isinstance(meta, dict) else None
 
 
-def _foreign_entries(out):
+def foreign_entries(out):
     """Paths (relative to ``out``) in a local Zarr v3 node's directory tree that Zarr did
     not write: anything but a node's ``zarr.json``, a group's child nodes and an array's
     chunk files (``c/<digits>/.../<digits>``). Walked to the bottom: a file of the user's
@@ -355,11 +355,6 @@ def _foreign_entries(out):
 
     node(out, "")
     return bad
-
-
-def foreign_entries(path):
-    """:func:`_foreign_entries` for callers outside this module (the sparse stores)."""
-    return _foreign_entries(path)
 
 
 def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_options=None,
@@ -415,7 +410,7 @@ def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_optio
             f"'dask_bid' attributes), and {f['overwrite']} only replaces dask_bid results "
             "or empty directories. Remove it yourself or choose another output path.")
     if not is_url(out):
-        foreign = _foreign_entries(out)
+        foreign = foreign_entries(out)
         if foreign:
             shown = ", ".join(foreign[:4]) + (f" (+{len(foreign) - 4} more)"
                                                if len(foreign) > 4 else "")

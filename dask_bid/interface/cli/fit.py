@@ -169,11 +169,9 @@ def _check_out_free(out, args):
     if (not is_url(src) and os.path.isdir(src) and not any(
             os.path.exists(os.path.join(src, m)) for m in ("zarr.json", ".zarray", ".zgroup"))):
         # a folder that is no store: said as such, not as "--out lies inside the input"
-        from ..._errors import StoreNotFoundError
-        from ...engine.inputs import folder_hint
+        from ...engine.inputs import no_store_in_folder
 
-        raise StoreNotFoundError(f"no Zarr store at {src!r}: the directory holds no Zarr "
-                                 f"metadata (zarr.json or .zarray){folder_hint(src)}.")
+        raise no_store_in_folder(src)
     inputs = [args.input]
     if not is_url(args.input) and file_suffix(args.input) in CONVERTIBLE_SUFFIXES:
         dst = converted_path(args.input, out)

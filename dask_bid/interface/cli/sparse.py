@@ -165,7 +165,7 @@ def _refuse_another_conversion(dst, src, args):
     file is replaced only with --overwrite, as a dense file's: fits made on it (and their
     resumption) read that store. An unfinished conversion is replaced freely."""
     meta = _source_meta(dst)
-    if args.overwrite or not meta or not meta.get("complete") or not _ours(dst, src):
+    if args.overwrite or not meta or not meta.get("complete") or not _ours(dst, src, meta):
         return
     s = meta.get("source") or {}
     if (s.get("size") != os.path.getsize(src)
@@ -227,9 +227,10 @@ def _source_meta(dst):
     return meta
 
 
-def _ours(dst, src):
-    """A sparse store converted from the same file (any options): replaced freely."""
-    meta = _source_meta(dst)
+def _ours(dst, src, meta=None):
+    """A sparse store converted from the same file (any options): replaced freely.
+    ``meta``: the store's metadata when the caller has read it."""
+    meta = _source_meta(dst) if meta is None else meta
     s = (meta or {}).get("source") or {}
     return s.get("kind") == "triplets" and s.get("path") == os.path.abspath(src)
 
