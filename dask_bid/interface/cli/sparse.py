@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from ._core import CLIError, human_bytes, is_url, say
+from ._core import CLIError, file_suffix, human_bytes, is_url, say
 
 __all__ = ["add_sparse_options", "sparse_input", "sparse_kind", "describe_sparse",
            "sparse_info_lines", "convert_triplet_file"]
@@ -135,8 +135,6 @@ def sparse_input(args, out, masked, quiet):
 def _refuse_binary(src):
     """A .npy or .npz is a dense matrix, not lines of triplets (read as text, its bytes
     were quoted back in the error)."""
-    from ._core import file_suffix
-
     if file_suffix(src) in (".npy", ".npz"):
         raise CLIError(f"{src!r} is a numpy file, not a text file of (row, column, value) "
                        "lines: drop --format triplets (or pass --format dense) to read it "
@@ -145,7 +143,7 @@ def _refuse_binary(src):
 
 def _convert_triplets_once(src, dst, args, quiet):
     if _reusable(dst, src, args):
-        _check_counts_from_zero(dst, src, args, made=False)
+        _check_empty_columns(dst, src, args, made=False)
         say(f"input        {dst} (converted from {src} before; unchanged)", quiet=quiet)
         return dst
     from ..sparse_io import convert_triplets
@@ -153,7 +151,7 @@ def _convert_triplets_once(src, dst, args, quiet):
     _refuse_another_conversion(dst, src, args)
     overwrite = args.overwrite or _ours(dst, src)
     res = convert_triplets(src, dst, overwrite=overwrite, quiet=quiet, **_triplet_kw(args))
-    _check_counts_from_zero(dst, src, args, made=True)
+    _check_empty_columns(dst, src, args, made=True)
     say(f"converted    {src} -> {dst} ({res.nnz} observed of {res.shape[0]} x "
         f"{res.shape[1]}, {res.nnz / (res.shape[0] * res.shape[1]):.3%})", quiet=quiet)
     return dst
@@ -187,11 +185,12 @@ def _options_text(index_base, columns, shape):
     return text + (f" --shape {shape[0]},{shape[1]}" if shape else "")
 
 
-def _check_counts_from_zero(dst, src, args, made):
-    """A file that counts from 1 read from 0 (no --index-base) has an empty column 0,
-    which the fit refuses as "columns [0] have no observed entry; drop them first": the
-    file's own fix is --index-base 1. Said before the kernels compile, and the store
-    converted for this run is removed (a retry converts again)."""
+def _check_empty_columns(dst, src, args, made):
+    """Columns a fit would refuse as "have no observed entry; drop them first", said with
+    the command line's fix: an empty column 0 of a file that counts from 1 read from 0
+    (no --index-base: pass --index-base 1), or the empty columns a --shape wider than the
+    file makes. Said before the kernels compile, and the store converted for this run is
+    removed (a retry converts again)."""
     from ...engine.sparse_store import SparseZarrReader
 
     counts = SparseZarrReader(dst).column_counts()
@@ -319,7 +318,7 @@ def convert_triplet_file(args):
         return 0
     res = convert_triplets(src, dst, overwrite=args.overwrite, quiet=args.quiet,
                            **_triplet_kw(args))
-    _check_counts_from_zero(dst, src, args, made=True)
+    _check_empty_columns(dst, src, args, made=True)
     M, N = res.shape
     say(f"converted    {src} -> {dst} ({res.nnz} observed of {M} x {N}, "
         f"{res.nnz / (M * N):.3%})", quiet=args.quiet)
