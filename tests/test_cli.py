@@ -782,7 +782,10 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path, capsy
     # a resume that found no checkpoint and restarted would fail on its warning
     capsys.readouterr()
     assert main(["info", str(out)]) == 0
-    assert "continue it: dask-bid fit ... --resume" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "continue it: dask-bid fit ... --resume" in shown
+    # and how far it got: the iteration the resume continues from
+    assert f"  saved      {saved[-1]} of 200 iterations (its last checkpoint" in shown, shown
     # the checkpoint cadence does not change the draws: the resumed and the reference
     # runs checkpoint rarely (a checkpoint costs more than five iterations here)
     rare = ["--checkpoint-every", "200"]

@@ -202,6 +202,9 @@ def test_fit_refusal_is_one_line_and_leaves_nothing(row, build, extra, fragments
     (["--bounds", "1", "-1"], ["--bounds must satisfy a < b", "e.g. --bounds -1 1"]),
     # a negative index is out of range, not a name
     (["--trace-columns", "-1"], ["--trace-columns must lie in [0, 10), got -1"]),
+    # an empty entry is a typo (of a missing column, most likely), not read around
+    (["--trace-columns", "3,,4"], ["--trace-columns '3,,4' has an empty entry"]),
+    (["--init", "1,"], ["--init '1,' has an empty entry"]),
     # options another sampler would ignore without a word
     (["--sampler", "aggressive", "--n-tries", "3"],
      ["--n-tries applies to the collapsed sampler", "runs the aggressive one"]),

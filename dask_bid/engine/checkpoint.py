@@ -27,7 +27,7 @@ from .._warn import warn
 from .serialize import load_state, save_state
 
 __all__ = ["StoreSpec", "Checkpointer", "save_blob", "load_blob", "checkpoint_name",
-           "CheckpointFallbackWarning"]
+           "saved_iterations", "CheckpointFallbackWarning"]
 
 _NAME = re.compile(r"^c(\d+)-it(\d+)$")
 log = logging.getLogger("dask_bid.engine")
@@ -62,6 +62,25 @@ class StoreSpec:
 
 def checkpoint_name(chain: int, iteration: int) -> str:
     return f"c{chain}-it{iteration:08d}"
+
+
+def saved_iterations(group) -> dict[int, int]:
+    """Chain -> the iterations its newest complete checkpoint in ``group`` (an output
+    group, opened) holds: where a resume continues that chain from. A chain without one
+    is absent (it starts again from its start)."""
+    out = {}
+    if "checkpoint" not in group:
+        return out
+    for name in group["checkpoint"].group_keys():
+        m = _NAME.match(name)
+        if not m or int(m.group(2)) <= out.get(int(m.group(1)), -1):
+            continue
+        try:
+            if group[f"checkpoint/{name}/client"].attrs.get("complete", False):
+                out[int(m.group(1))] = int(m.group(2))
+        except KeyError:  # a checkpoint whose writing was cut off: not one to resume from
+            continue
+    return dict(sorted(out.items()))
 
 
 def save_blob(spec: StoreSpec, path: str, obj, attrs=None) -> int:

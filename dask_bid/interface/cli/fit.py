@@ -66,6 +66,14 @@ _SAMPLER_OPTIONS = {"model": "model", "sampler": "sampler", "n_tries": "n_tries"
                     "candidate_pool": "candidate_pool", "pool_every": "pool_every"}
 
 
+def _no_empty_entry(flag, value):
+    """A list with an empty entry (``3,,4``) is a typo, most likely of a missing column:
+    refused, rather than read as the entries that are there."""
+    if any(not x.strip() for x in value.split(",")):
+        raise CLIError(f"{flag} {value!r} has an empty entry: separate the entries with "
+                       "single commas, nothing before the first or after the last.")
+
+
 def params_from_args(args) -> dict:
     """The sampler's keyword arguments from the command line: the one place where the
     options of ``fit`` become parameters of :func:`dask_bid.bayesian_id`."""
@@ -108,6 +116,7 @@ def params_from_args(args) -> dict:
         params["bounds"] = tuple(args.bounds)
     if args.init is not None:
         if "," in args.init or args.init.strip().isdigit():
+            _no_empty_entry("--init", args.init)
             try:
                 params["init"] = np.array([int(x) for x in args.init.split(",") if x.strip()])
             except ValueError as exc:
@@ -119,6 +128,7 @@ def params_from_args(args) -> dict:
         # an index, or a column's name (a header's, --column-names'): names are resolved
         # once INPUT's names are known (run)
         # "-1" is an index out of range (said so), not a column's name
+        _no_empty_entry("--trace-columns", args.trace_columns)
         params["trace_columns"] = [int(x) if x.strip().lstrip("-").isdigit() else x.strip()
                                    for x in args.trace_columns.split(",") if x.strip()]
     sampler = str(params.get("sampler", "collapsed")).lower()

@@ -260,6 +260,14 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
     if meta.get("status") != "complete" and "checkpoint" in node:
         info["checkpoints"] = sorted(node["checkpoint"].group_keys()) + sorted(
             node["checkpoint"].array_keys())
+    if info["status"] in ("running", "interrupted"):
+        from ...engine.checkpoint import saved_iterations
+
+        # how far each chain got: what a resume continues from (0: from its start)
+        with contextlib.suppress(Exception):
+            saved = saved_iterations(node)
+            n_chains = int((meta.get("params") or {}).get("n_chains") or 1)
+            info["saved_iterations"] = [saved.get(c, 0) for c in range(n_chains)]
     return info
 
 
@@ -272,6 +280,18 @@ def _count_non_finite(array):
         n_nan += int(np.isnan(block).sum())
         n_inf += int(np.isinf(block).sum())
     return n_nan, n_inf
+
+
+def _saved_words(saved, n_iter) -> str:
+    """How far an unfinished fit's chains got, by their last checkpoints."""
+    of = f" of {n_iter}" if n_iter else ""
+    if len(saved) == 1 and not saved[0]:
+        return "nothing yet (no checkpoint: a resume starts the chain again)"
+    if len(saved) == 1:
+        return f"{saved[0]}{of} iterations (its last checkpoint: a resume continues from there)"
+    return (", ".join(f"chain {c}: {t}" for c, t in enumerate(saved)) + f"{of} iterations "
+            "(their last checkpoints: a resume continues each from there, a chain at 0 from "
+            "its start)")
 
 
 def info_lines(info) -> list[str]:
@@ -358,6 +378,8 @@ def info_lines(info) -> list[str]:
             lines.append(f"  status     running  ({info.get('status_detail')})")
         else:
             lines.append(f"  status     {status}  (continue it: dask-bid fit ... --resume)")
+        if "saved_iterations" in info:
+            lines.append(f"  saved      {_saved_words(info['saved_iterations'], p.get('n_iter'))}")
         shape = info.get("input_shape") or [s.get("n_samples"), s.get("n_features")]
         src = info.get("input") or {}
         lines.append(f"  input      {shape[0]} x {shape[1]}"
