@@ -197,6 +197,31 @@ def test_unknown_var_name(easy):
         summary(easy, var_names=["tau"])
 
 
+def test_one_var_name_as_a_string(easy):
+    """``var_names="sigma2"`` is that quantity, as in ArviZ (it was split into letters)."""
+    table = summary(easy, var_names="sigma2")
+    assert list(table.index) == ["sigma2"]
+    assert table.loc["sigma2", "mean"] == pytest.approx(easy.draws_sigma2.mean(), rel=1e-12)
+
+
+def test_the_mse_of_a_masked_fit_is_over_the_observed_entries():
+    """With missing="mask" the MSE of a draw is its SSE over the observed entries (the
+    trace's and the ArviZ export's); summary divided by M N, low by the observed share."""
+    A, _ = planted(60, 20, 2, 0.3, seed=0)
+    observed = np.random.default_rng(3).random(A.shape) > 0.2
+    A[~observed] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short chains: not what is tested here
+        res = bayesian_id(A, 2, n_iter=60, burn_in=20, thin=1, n_chains=2, missing="mask",
+                          random_state=0)
+    want = res.draws_sse / observed.sum()
+    got = summary(res, var_names=["mse"]).loc["mse"]
+    assert got["mean"] == pytest.approx(want.mean(), rel=1e-12)
+    assert got["sd"] == pytest.approx(want.std(ddof=1), rel=1e-12)
+    np.testing.assert_allclose(to_inference_data(res).posterior["mse"].values, want,
+                               rtol=1e-12)
+
+
 # ----------------------------------------------------------------------------- optional
 
 def test_clear_error_without_arviz(easy, monkeypatch):

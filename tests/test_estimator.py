@@ -464,3 +464,13 @@ def test_a_result_reads_in_one_line(data):
     assert f"mse={res.mse:.6g}" in text and f"sigma2={res.sigma2:.6g}" in text
     verdict = "converged" if res.convergence().converged else "NOT converged"
     assert f", {verdict}, {res.n_draws_point} of {res.draws_sigma2.size} retained" in text
+
+
+@pytest.mark.parametrize("sampler", ["aggressive", "search"])
+def test_a_search_result_is_not_judged_in_its_repr(data, sampler):
+    """The search samplers target no known posterior: their repr says "not judged"
+    (it said converged / NOT converged, where the CLI and info said not judged)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = bayesian_id(data, 3, random_state=5, sampler=sampler, **FAST)
+    assert f", convergence not judged ({sampler} sampler), " in repr(res), repr(res)

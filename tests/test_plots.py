@@ -133,6 +133,42 @@ def test_autocorrelation_without_usable_w_draws(fit):
     plot_autocorrelation(res, quantity="mse")  # every draw has these
 
 
+def test_too_few_draws_for_an_autocorrelation_say_so_and_the_cli_draws_the_rest(
+        fit, tmp_path, capsys):
+    """One retained draw a chain: the message says the chains are too short (it told to
+    use quantity='sigma2', which failed the same way); fit --plot all warns and writes the
+    other figures (it exited 2 after the fit, the inclusion plot never written); plot
+    writes them and then fails naming the one it could not draw."""
+    from dask_bid.interface.cli import main
+
+    A, _, _ = fit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = bayesian_id(A, 3, n_iter=30, burn_in=29, thin=1, random_state=0)
+    for quantity in ("W", "sigma2", "mse"):
+        with pytest.raises(ParameterError, match="the chains kept 1 draw each, and an "
+                           "autocorrelation up to lag 1 needs at least 3"):
+            plot_autocorrelation(res, quantity=quantity)
+    fig = plot_overview(res)  # the panel says so instead
+    assert "the chains kept 1 draw each" in fig.axes[-1].texts[0].get_text().replace("\n", " ")
+    np.save(tmp_path / "a.npy", A)
+    out = tmp_path / "r.zarr"
+    assert main(["fit", str(tmp_path / "a.npy"), "--k", "3", "--out", str(out), "--n-iter",
+                 "30", "--burn-in", "29", "--scheduler", "synchronous", "--plot", "all"]) == 0
+    cap = capsys.readouterr()
+    assert "dask-bid: warning: --plot autocorr: not drawn: the chains kept 1 draw" in cap.err
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["r.inclusion.png", "r.trace.png"]
+    for p in tmp_path.glob("*.png"):
+        p.unlink()
+    assert main(["plot", str(out)]) == 2
+    cap = capsys.readouterr()
+    assert f"plot         {tmp_path / 'r.trace.png'}" in cap.out
+    assert cap.err.startswith(f"dask-bid: error: {tmp_path / 'r.autocorr.png'} not drawn: the "
+                              "chains kept 1 draw each"), cap.err
+    assert cap.err.rstrip().endswith("The other figures were written."), cap.err
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["r.inclusion.png", "r.trace.png"]
+
+
 def test_inclusion_heights_are_the_probabilities(fit, tmp_path):
     _, J, res = fit
     ax = plot_inclusion(res, planted=J)

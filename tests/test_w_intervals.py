@@ -75,6 +75,19 @@ def test_w_intervals_are_the_quantiles_of_the_draws_with_the_reported_basis():
             res.w_intervals(bad)
 
 
+def test_w_intervals_when_every_traced_column_is_in_the_basis():
+    """Tracing exactly the reported basis leaves no column outside it: empty intervals
+    from the draws with that basis (it raised numpy's reshape error)."""
+    A = np.random.default_rng(1).standard_normal((30, 8))
+    first = _fit(A, 2, n_iter=200, init="random")
+    res = _fit(A, 2, n_iter=200, init="random", trace_columns=list(first.columns))
+    np.testing.assert_array_equal(res.columns, first.columns)  # the same chain
+    iv = res.w_intervals(0.8)
+    assert iv.columns.shape == (0,) and iv.lower.shape == iv.upper.shape == (2, 0)
+    # only the draws with the reported basis (the chain visits others)
+    assert 0 < iv.n_draws == res.n_draws_point < res.draws_sigma2.size
+
+
 def test_w_intervals_hold_the_planted_coefficients(planted):
     """With the planted basis and 200 rows, W given the basis is known to about 0.02:
     the 99.9 % intervals hold every planted coefficient (each misses with probability

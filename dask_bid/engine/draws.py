@@ -31,7 +31,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["to_inference_data", "import_arviz", "as_result", "retained_iterations",
+__all__ = ["to_inference_data", "import_arviz", "as_result", "retained_iterations", "mse_draws",
            "w_draws"]
 
 _INSTALL_HINT = (
@@ -86,6 +86,13 @@ def retained_iterations(result) -> np.ndarray:
     return its
 
 
+def mse_draws(result) -> np.ndarray:
+    """The MSE of each retained draw, (n_chains, n_keep): the trace's value at the retained
+    iteration, ``draws_sse`` over the entries it sums (the observed ones with
+    ``missing="mask"``, all M N otherwise)."""
+    return np.asarray(result.trace[:, retained_iterations(result)]["mse"], dtype=np.float64)
+
+
 def w_draws(result):
     """The traced W draws of the reported basis, without the identity columns.
 
@@ -136,8 +143,7 @@ def to_inference_data(result):
     tr = res.trace[:, its]
     posterior = {
         "sigma2": np.asarray(res.draws_sigma2, dtype=np.float64),
-        # the trace's value at the retained iteration: draws_sse over the observed count
-        "mse": np.asarray(tr["mse"], dtype=np.float64),
+        "mse": mse_draws(res),
         "W": W,
     }
     sample_stats = {

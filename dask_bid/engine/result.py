@@ -132,11 +132,17 @@ class BIDResult:
         mse = f"mse={self.mse:.6g}"
         if self.mse_observed is not None:
             mse += f", mse_observed={self.mse_observed:.6g}"
+        from .summary import EXACT_SAMPLERS
+
         try:
             conv = self.convergence()
             check = "converged" if conv.converged else "NOT converged"
         except Exception:  # too few draws to judge
             check = "convergence not judged"
+        # older results recorded aggressive=True/False instead of a sampler name
+        sampler = p.get("sampler") or ("aggressive" if p.get("aggressive", True) else "plain")
+        if sampler not in EXACT_SAMPLERS:  # no known target to converge to
+            check = f"convergence not judged ({sampler} sampler)"
         model = f"{str(p.get('model', '?')).upper()} {p.get('sampler', '?')}"
         chains = f"{n_chains} chain{'s' if n_chains != 1 else ''}"
         return (f"BIDResult(columns=[{shown}], A {self.n_samples} x {self.n_features}, "
@@ -204,8 +210,11 @@ class BIDResult:
         cols = np.asarray(self.draws_w["columns"], dtype=np.int64)
         v = np.asarray(self.draws_w["values"], dtype=np.float64)  # chains, draws, K, n
         keep = ~np.isin(cols, self.columns)  # W[:, J] is the identity
-        v = v[..., keep].reshape(-1, K, int(keep.sum()))
-        v = v[np.isfinite(v).all(axis=(1, 2))]  # the draws with the reported basis
+        n_draws = v.shape[0] * v.shape[1]
+        # the draws with the reported basis: finite W (a draw of another basis is NaN),
+        # judged on every traced column, so that it holds when all are in the basis
+        ok = np.isfinite(v.reshape(n_draws, -1)).all(axis=1)
+        v = v[..., keep].reshape(n_draws, K, int(keep.sum()))[ok]
         if len(v):
             lower, upper = np.quantile(v, q, axis=0)
         else:

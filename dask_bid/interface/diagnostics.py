@@ -33,7 +33,13 @@ import warnings
 import numpy as np
 
 from ..engine.draws import as_result as _as_result
-from ..engine.draws import import_arviz, retained_iterations, to_inference_data, w_draws
+from ..engine.draws import (
+    import_arviz,
+    mse_draws,
+    retained_iterations,
+    to_inference_data,
+    w_draws,
+)
 
 __all__ = ["to_inference_data", "summary", "import_arviz", "retained_iterations", "w_draws"]
 
@@ -56,8 +62,9 @@ def summary(result, *, var_names=None, method="rank"):
     Parameters
     ----------
     result : BIDResult or fitted BayesianID
-    var_names : list of str, optional
-        Any of ``"sigma2"``, ``"mse"``, ``"W"`` (default: all three).
+    var_names : str or list of str, optional
+        Any of ``"sigma2"``, ``"mse"``, ``"W"`` (default: all three). The MSE of a draw
+        is over the observed entries with ``missing="mask"``.
     method : str, default="rank"
         R-hat variant passed to ``arviz.rhat``: ``"rank"`` is the rank-normalised
         split R-hat of Vehtari et al. (2021); ``"split"`` the classic split R-hat.
@@ -85,6 +92,8 @@ def summary(result, *, var_names=None, method="rank"):
         raise ImportError('summary() returns a pandas DataFrame and pandas is not installed: '
                           'pip install "dask_bid[arviz]" (ArviZ brings pandas).') from exc
     res = _as_result(result)
+    if isinstance(var_names, str):  # one name, as ArviZ takes it
+        var_names = [var_names]
     names = ["sigma2", "mse", "W"] if var_names is None else list(var_names)
     unknown = set(names) - {"sigma2", "mse", "W"}
     if unknown:
@@ -105,8 +114,8 @@ def summary(result, *, var_names=None, method="rank"):
     if "sigma2" in names:
         add("sigma2", np.asarray(res.draws_sigma2, dtype=np.float64))
     if "mse" in names:
-        add("mse", np.asarray(res.draws_sse, dtype=np.float64)
-            / (res.n_samples * res.n_features))
+        # over the observed entries when masked (it divided by M N: biased low)
+        add("mse", mse_draws(res))
     if "W" in names:
         W, wcols = w_draws(res)
         full = ~np.isnan(W).any(axis=(1, 2, 3))

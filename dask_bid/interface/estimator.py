@@ -263,7 +263,10 @@ class BayesianID:
         Split R-hat and bulk ESS of the retained sigma^2 and SSE draws and the verdict
         (``converged``: R-hat <= 1.01 with 2+ chains, bulk ESS >= 100 per chain;
         ``problems``). A fit of an exact sampler that fails it warns
-        (``ConvergenceWarning``); docs/diagnostics.md, "Convergence".
+        (``ConvergenceWarning``); docs/diagnostics.md, "Convergence". For the
+        ``"aggressive"`` and ``"search"`` samplers the numbers are computed but judge
+        nothing: those chains target no known posterior, so ``converged`` only says that
+        the thresholds were met (the repr and ``dask-bid info`` say "not judged").
     mse_ : float
         ||A - A[:, J] W||^2 / (M N) of the point estimate, computed directly. With
         ``missing="mask"`` a missing entry counts as 0 here (as in the paper's fill).

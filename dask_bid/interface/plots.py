@@ -16,6 +16,7 @@ Axes it drew on. ``ax.figure.savefig("file.png")`` writes it.
 from __future__ import annotations
 
 import numbers
+import textwrap
 
 import numpy as np
 
@@ -196,8 +197,10 @@ def plot_autocorrelation(result, ax=None, *, max_lag=None, quantity="W", thresho
     Raises
     ------
     ParameterError
-        No chain kept W draws of the reported basis long enough for ``max_lag`` (use
-        ``quantity="sigma2"``, more iterations or more ``n_trace_columns``).
+        The chains kept too few draws for ``max_lag`` (at least ``max_lag + 2`` a
+        chain); no chain kept W draws of the reported basis long enough (use
+        ``quantity="sigma2"``, more iterations or more ``n_trace_columns``); or the
+        quantity never changed.
     """
     from .._errors import ParameterError
 
@@ -212,11 +215,20 @@ def plot_autocorrelation(result, ax=None, *, max_lag=None, quantity="W", thresho
     per_chain = _acf_matrix(res, quantity, int(max_lag))
     allr = np.concatenate([m for m in per_chain if m.size], axis=0) if any(
         m.size for m in per_chain) else np.empty((0, max_lag + 1))
-    if allr.shape[0] == 0:
+    if allr.shape[0] == 0 and n_keep <= max_lag + 1:
+        # too short whatever the quantity: say so, not "use sigma2"
         raise ParameterError(
-            f"no {quantity} draws to correlate: no chain kept more than {max_lag + 1} "
-            "consecutive draws with the reported basis (and a non-constant value). Use "
+            f"the chains kept {n_keep} draw{'s' if n_keep != 1 else ''} each, and an "
+            f"autocorrelation up to lag {max_lag} needs at least {max_lag + 2}: fit more "
+            "iterations after the burn-in.")
+    if allr.shape[0] == 0 and quantity == "W":
+        raise ParameterError(
+            f"no W draws to correlate: no chain kept more than {max_lag + 1} consecutive "
+            "draws with the reported basis (and a non-constant value). Use "
             "quantity='sigma2', more iterations, or a larger n_trace_columns.")
+    if allr.shape[0] == 0:
+        raise ParameterError(f"no {quantity} draws to correlate: every chain's {quantity} "
+                             "is constant over its retained draws.")
     ax = _new_axes(ax)
     lags = np.arange(max_lag + 1)
     thin = int(res.params.get("thin", 1))
@@ -456,7 +468,7 @@ def plot_overview(result, *, planted=None, figsize=(11.0, 6.5)):
     """Four panels: MSE and sigma^2 traces, inclusion probability, W autocorrelation.
 
     The autocorrelation panel falls back to sigma^2 when no chain kept enough W draws
-    of the reported basis.
+    of the reported basis, and says why in words when the chains are too short for any.
 
     Parameters
     ----------
@@ -481,7 +493,13 @@ def plot_overview(result, *, planted=None, figsize=(11.0, 6.5)):
         plot_autocorrelation(res, ax=axes[1, 1])
     except ParameterError:
         axes[1, 1].clear()
-        plot_autocorrelation(res, ax=axes[1, 1], quantity="sigma2")
+        try:
+            plot_autocorrelation(res, ax=axes[1, 1], quantity="sigma2")
+        except ParameterError as exc:  # too few draws at all: the panel says why
+            axes[1, 1].clear()
+            axes[1, 1].set_axis_off()
+            axes[1, 1].text(0.5, 0.5, "no autocorrelation:\n" + textwrap.fill(str(exc), 48),
+                            ha="center", va="center", transform=axes[1, 1].transAxes)
     p = res.params
     fig.suptitle(f"{str(p.get('model', 'gbt')).upper()} on a {res.n_samples} x {res.n_features} "
                  f"matrix, K = {len(res.columns)}: MSE {res.mse:.4g}, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import warnings
 
 import numpy as np
 
@@ -352,8 +353,6 @@ def run(args):
                 f"zero; recorded in {src})", quiet=args.quiet)
         n_sub = converted_subnormal_count(src)
         if n_sub:
-            import warnings
-
             warnings.warn(SUBNORMAL_ADVICE.format(n=n_sub, src=args.input), UserWarning,
                           stacklevel=1)
         n_kept = converted_fill_count(src, kept=True)
@@ -389,8 +388,10 @@ def run(args):
     if more:
         lines.append(more)
     if kinds:
-        for path in write_plots(res, kinds, plot_stem(out)):
-            lines.append(f"plot         {path}")
+        written, skipped = write_plots(res, kinds, plot_stem(out))
+        lines += [f"plot         {path}" for path in written]
+        for kind, why in skipped:  # the fit is done and saved: a figure it cannot have
+            warnings.warn(f"--plot {kind}: not drawn: {why}", stacklevel=1)
     print_lines(lines, args.quiet)
     return 0
 

@@ -465,7 +465,10 @@ def run(args):
         info["diagnostics"] = _diagnostics(res)
     if args.json:
         # NaN (R-hat of one chain, an unknown statistic) as null: strict JSON has no NaN
-        print(json.dumps(_json_safe(info), indent=2, default=str, allow_nan=False))
+        # (the stored summary holds them as the strings "nan" / "inf": null too)
+        shown = dict(info, summary=_stored_numbers(info["summary"])) if "summary" in info \
+            else info
+        print(json.dumps(_json_safe(shown), indent=2, default=str, allow_nan=False))
         return 0
     lines = info_lines(info)
     if res is not None:
@@ -486,6 +489,18 @@ def _share(n, total) -> str:
     if 0 < n < total and text in ("0.0%", "100.0%"):
         text = f"{f * 100:.2g}%" if 2 * n < total else f"{f * 100:.4f}%"
     return text
+
+
+def _stored_numbers(x):
+    """A stored summary with its non-finite numbers (kept as the strings "nan", "inf",
+    "-inf": the attributes are JSON) as floats again."""
+    if isinstance(x, dict):
+        return {k: _stored_numbers(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_stored_numbers(v) for v in x]
+    if isinstance(x, str) and x.lower() in ("nan", "inf", "-inf", "infinity", "-infinity"):
+        return float(x)
+    return x
 
 
 def _json_safe(x):

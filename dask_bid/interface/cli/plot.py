@@ -88,9 +88,11 @@ def run(args):
     check_png_replaceable([p for s in stems for p in plot_paths(single, s)]
                           + ([target] if target else []))
     results = [read_result(p) for p in args.results]
-    written = []
+    written, skipped = [], []
     for stem, res in zip(stems, results, strict=True) if single else ():
-        written += write_plots(res, single, stem)
+        done, missed = write_plots(res, single, stem)
+        written += done
+        skipped += [(f"{stem}.{kind}.png", why) for kind, why in missed]
     if "error-k" in kinds:
         check_same_input([str(p) for p in args.results])
         ax = plots.plot_error_vs_k(results)
@@ -98,6 +100,11 @@ def run(args):
         plots.close(ax.figure)
         written.append(target)
     print_lines([f"plot         {w}" for w in written], args.quiet)
+    if skipped:  # asked for and not drawn: an error, after the figures that could be
+        path, why = skipped[0]
+        more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+        raise CLIError(f"{path} not drawn{more}: {why}"
+                       + (" The other figures were written." if written else ""))
     return 0
 
 

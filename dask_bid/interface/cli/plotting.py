@@ -70,8 +70,10 @@ def plot_stem(out):
 
 
 def write_plots(res, kinds, stem, *, dpi=110):
-    """Write one PNG per kind as ``<stem>.<kind>.png``; returns the paths written. A file
-    there that dask-bid did not write is refused before anything is drawn."""
+    """Write one PNG per kind as ``<stem>.<kind>.png``; returns the paths written and,
+    for each kind that cannot be drawn from this result (too few draws), ``(kind,
+    reason)``: the others are written all the same. A file there that dask-bid did not
+    write is refused before anything is drawn."""
     from .. import plots
 
     check_png_replaceable(plot_paths(kinds, stem))
@@ -79,18 +81,23 @@ def write_plots(res, kinds, stem, *, dpi=110):
              "inclusion": plots.plot_inclusion}
     from ..._errors import ParameterError
 
-    written = []
+    written, skipped = [], []
     for kind in kinds:
         try:
-            ax = funcs[kind](res)
-        except ParameterError:
-            if kind != "autocorr":
-                raise
-            # too few W draws of the reported basis: sigma^2 is defined for every draw
-            ax = plots.plot_autocorrelation(res, quantity="sigma2")
+            try:
+                ax = funcs[kind](res)
+            except ParameterError:
+                if kind != "autocorr":
+                    raise
+                # too few W draws of the reported basis: sigma^2 is defined for every draw
+                ax = plots.plot_autocorrelation(res, quantity="sigma2")
+        except ParameterError as exc:
+            skipped.append((kind, str(exc).replace("quantity='sigma2', ", "")))
+            plots.close("all")
+            continue
         fig = np.ravel(ax)[0].figure
         path = f"{stem}.{kind}.png"
         save_png(fig, path, dpi=dpi, bbox_inches="tight")
         plots.close(fig)
         written.append(path)
-    return written
+    return written, skipped
