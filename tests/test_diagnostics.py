@@ -204,6 +204,35 @@ def test_one_var_name_as_a_string(easy):
     assert table.loc["sigma2", "mean"] == pytest.approx(easy.draws_sigma2.mean(), rel=1e-12)
 
 
+def test_short_and_single_chains_export_without_arviz_noise():
+    """One chain: R-hat NaN without ArviZ's logged "Shape validation failed"; one draw a
+    chain: no "More chains than draws" warning (the axes are right by construction)."""
+    A, _ = planted(60, 20, 2, 0.3, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        one = bayesian_id(A, 2, n_iter=40, burn_in=10, random_state=0)
+        short = bayesian_id(A, 2, n_iter=40, burn_in=39, n_chains=2, random_state=0)
+    import logging
+
+    records = []
+    catch = logging.Handler(logging.WARNING)
+    catch.emit = records.append
+    # ArviZ's own Logger instance (not in logging's registry), which says a message once
+    # per process: its memory emptied for this test
+    logger = az._log
+    logger.addHandler(catch)
+    cache, logger.cache = logger.cache, []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert np.isnan(summary(one, var_names=["sigma2"]).loc["sigma2", "r_hat"])
+            assert to_inference_data(short).posterior["sigma2"].shape == (2, 1)
+    finally:
+        logger.removeHandler(catch)
+        logger.cache = cache
+    assert not records, [r.getMessage() for r in records]
+
+
 def test_the_mse_of_a_masked_fit_is_over_the_observed_entries():
     """With missing="mask" the MSE of a draw is its SSE over the observed entries (the
     trace's and the ArviZ export's); summary divided by M N, low by the observed share."""

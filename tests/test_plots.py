@@ -182,9 +182,21 @@ def test_inclusion_heights_are_the_probabilities(fit, tmp_path):
     seen = np.flatnonzero(res.inclusion_probability > 0)
     spans = np.array([[s[0][1], s[1][1]] for s in bars.lines[2][0].get_segments()])
     se = res.inclusion_mcse()
-    np.testing.assert_allclose(spans[:, 0], res.inclusion_probability[seen] - 2 * se[seen])
-    np.testing.assert_allclose(spans[:, 1], res.inclusion_probability[seen] + 2 * se[seen])
+    # clipped to [0, 1]: a probability's bar does not reach below 0 or above 1
+    p = res.inclusion_probability[seen]
+    np.testing.assert_allclose(spans[:, 0], np.maximum(p - 2 * se[seen], 0.0))
+    np.testing.assert_allclose(spans[:, 1], np.minimum(p + 2 * se[seen], 1.0))
     save(ax, tmp_path / "incl.png")
+    # a matrix without structure: many bases visited, rare columns with wide bars
+    res = bayesian_id(np.random.default_rng(1).standard_normal((30, 8)), 2, n_iter=200,
+                      burn_in=10, init="random", random_state=2)
+    ax = plot_inclusion(res)
+    bars = [c for c in ax.containers if c.get_label() == "± 2 MCSE"][0]
+    spans = np.array([[s[0][1], s[1][1]] for s in bars.lines[2][0].get_segments()])
+    p, se = res.inclusion_probability, res.inclusion_mcse()
+    p, se = p[p > 0], se[p > 0]
+    assert ((p - 2 * se < 0) | (p + 2 * se > 1)).any()  # some would cross a bound
+    np.testing.assert_allclose(spans, np.c_[np.maximum(p - 2 * se, 0), np.minimum(p + 2 * se, 1)])
 
 
 def test_inclusion_names_the_columns_with_the_names_the_fit_kept(fit):
@@ -244,6 +256,13 @@ def test_error_vs_k_from_results_and_from_a_grid(fit, tmp_path):
     rid = RandomizedID(2, random_state=0).fit(A)
     ax = plot_error_vs_k([est, rid])
     assert {ln.get_label() for ln in ax.get_lines()} == {"GBT", "RID"}
+    # another sampler's fits are a line of their own (they were merged into "GBT"), and
+    # the K axis has whole numbers only
+    agg = BayesianID(3, n_iter=30, burn_in=10, random_state=0, sampler="aggressive").fit(A)
+    ax = plot_error_vs_k([est, agg, fits[2]])
+    assert {ln.get_label() for ln in ax.get_lines()} == {"GBT", "GBT aggressive"}
+    ax.figure.canvas.draw()
+    assert all(float(t).is_integer() for t in ax.get_xticks())
     with pytest.raises(ParameterError, match="k_values"):
         plot_error_vs_k(A)
 

@@ -173,6 +173,9 @@ def to_inference_data(result):
     }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
+        # the arrays are (chain, draw, ...) by construction: ArviZ's guess that more
+        # chains than draws means swapped axes is wrong here (one draw a chain)
+        warnings.filterwarnings("ignore", message="More chains", category=UserWarning)
         idata = az.from_dict(posterior=posterior, sample_stats=sample_stats, coords=coords,
                              dims={"W": ["w_row", "w_col"]}, posterior_attrs=attrs,
                              sample_stats_attrs=attrs)

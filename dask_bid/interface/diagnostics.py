@@ -50,7 +50,9 @@ def _rhat_ess(az, x, method):
         return np.nan, np.nan, np.nan
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        r = float(az.rhat(x, method=method))
+        # R-hat compares chains: NaN for one (ArviZ's logger said "Shape validation
+        # failed" to get there)
+        r = float(az.rhat(x, method=method)) if x.shape[0] > 1 else np.nan
         eb = float(az.ess(x, method="bulk"))
         et = float(az.ess(x, method="tail"))
     return r, eb, et

@@ -289,7 +289,10 @@ def plot_inclusion(result, ax=None, *, planted=None, labels=None):
     if seen.size and np.isfinite(se[seen]).all():
         # how far the chains' estimate can be trusted: a chain that rarely changes its
         # basis estimates p from few effective draws
-        ax.errorbar(seen, p[seen], yerr=2 * se[seen], fmt="none", ecolor="C1",
+        # clipped to [0, 1], where a probability lies
+        yerr = np.vstack([np.minimum(2 * se[seen], p[seen]),
+                          np.minimum(2 * se[seen], 1.0 - p[seen])])
+        ax.errorbar(seen, p[seen], yerr=yerr, fmt="none", ecolor="C1",
                     elinewidth=1.0, capsize=2, label="± 2 MCSE")
     cols = np.asarray(res.columns)
     ax.plot(cols, p[cols], "o", color="C0", ms=5, label="reported columns")
@@ -329,7 +332,12 @@ def _k_and_mse(obj):
 
     if isinstance(obj, BIDResult):
         p = obj.params
-        return str(p.get("model", "gbt")).upper(), len(obj.columns), float(obj.mse)
+        family = str(p.get("model", "gbt")).upper()
+        # older results recorded aggressive=True/False instead of a sampler name
+        sampler = p.get("sampler") or ("aggressive" if p.get("aggressive", True) else "plain")
+        if sampler != "collapsed":  # another chain: its own line, not merged with the default
+            family += f" {sampler}"
+        return family, len(obj.columns), float(obj.mse)
     if hasattr(obj, "result_") and isinstance(obj.result_, BIDResult):
         return _k_and_mse(obj.result_)
     if hasattr(obj, "columns_") and hasattr(obj, "mse_"):
@@ -455,6 +463,9 @@ def plot_error_vs_k(results, k_values=None, ax=None, *, baseline="randomized",
         ks, ms = zip(*pts, strict=True)
         ax.plot(ks, ms, marker=markers[i % len(markers)], lw=1.5, label=fam)
     ax.set_xlabel("K (columns selected)")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # K is a count: no 3.25
     ax.set_ylabel("MSE (observed entries)" if observed else "MSE")
     ax.set_title("reconstruction error against K")
     ax.grid(True, alpha=0.3)
