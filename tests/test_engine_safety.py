@@ -180,6 +180,34 @@ def test_overwrite_never_deletes_a_file_inside_a_result_an_array_or_a_sparse_sto
     convert_sparse(X, sparse, overwrite=True, quiet=True)
 
 
+def test_what_a_killed_zarr_write_leaves_does_not_block_resume_or_overwrite(store,
+                                                                             tmp_path):
+    """A kill during a Zarr write leaves its temporary file (``<name>.<hex>.partial``)
+    and, for a checkpoint being written, folders without zarr.json: counted as files
+    dask_bid did not write, they made resume, overwrite and a rerun all refuse the fit.
+    A file of the user's in such a folder is still refused."""
+    out = tmp_path / "fit.zarr"
+    reference = bayesian_id(store, K, **KW, **SYNC)
+    _interrupted(store, str(out), at=15)
+    part = "zarr.0123456789abcdef0123456789abcdef.partial"
+    (out / "checkpoint" / part).write_text("{")
+    cut = out / "checkpoint" / "c0-it00000016"
+    (cut / "client").mkdir(parents=True)
+    (cut / "client" / part).write_text("{")
+    (cut / "block_00000").mkdir()
+    (out / "W" / "c").mkdir(parents=True, exist_ok=True)
+    (out / "W" / "c" / "0.0123456789abcdef0123456789abcdef.partial").write_bytes(b"\0")
+    (cut / "notes.txt").write_text("mine")
+    with pytest.raises(OutputExistsError, match="c0-it00000016/notes.txt, which dask_bid "
+                                                "did not write"):
+        bayesian_id(store, K, out=str(out), resume=True, **KW, **SYNC)
+    (cut / "notes.txt").unlink()
+    res = bayesian_id(store, K, out=str(out), resume=True, **KW, **SYNC)
+    assert_same_chain(reference, res)
+    (out / part).write_text("{")
+    bayesian_id(store, K, out=str(out), overwrite=True, **KW, **SYNC)
+
+
 def test_to_zarr_overwrite_replaces_only_its_own_arrays(tmp_path):
     """overwrite=True deleted whatever was at the path: a folder of the user's files, or
     a Zarr array of another tool. It replaces an empty directory or an array to_zarr

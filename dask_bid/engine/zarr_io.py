@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 
 import numpy as np
@@ -320,12 +321,33 @@ def _result_meta(out, storage_options=None):
     return meta if isinstance(meta, dict) else None
 
 
+#: the temporary file of a Zarr (LocalStore) atomic write, renamed into place at its end
+_ZARR_PARTIAL = re.compile(r"^.*\.[0-9a-f]{32}\.partial$")
+
+
 def foreign_entries(out):
     """Paths (relative to ``out``) in a local Zarr v3 node's directory tree that Zarr did
     not write: anything but a node's ``zarr.json``, a group's child nodes and an array's
     chunk files (``c/<digits>/.../<digits>``). Walked to the bottom: a file of the user's
-    inside an array of a result (``W/notes.txt``) was deleted by ``overwrite=True``."""
+    inside an array of a result (``W/notes.txt``) was deleted by ``overwrite=True``.
+
+    What a Zarr write cut off by a kill leaves is Zarr's too: the temporary file of its
+    atomic write (``<name>.<32 hex digits>.partial``) and, in a group, a child folder
+    whose ``zarr.json`` was not yet written (a checkpoint being written), walked the same
+    way. Counting them foreign left a killed fit that neither resume nor overwrite
+    accepted."""
     bad = []
+
+    def in_progress(path, rel):
+        for name in sorted(os.listdir(path)):
+            full, r = os.path.join(path, name), f"{rel}{name}"
+            if _ZARR_PARTIAL.match(name):
+                continue
+            if os.path.isdir(full):
+                (node if os.path.isfile(os.path.join(full, "zarr.json")) else in_progress)(
+                    full, r + "/")
+            else:
+                bad.append(r)
 
     def node(path, rel):
         try:
@@ -335,19 +357,21 @@ def foreign_entries(out):
             kind = None
         for name in sorted(os.listdir(path)):
             full, r = os.path.join(path, name), f"{rel}{name}"
-            if name == "zarr.json" and kind is not None:
+            if (name == "zarr.json" and kind is not None) or _ZARR_PARTIAL.match(name):
                 continue
             if kind == "array" and name == "c" and os.path.isdir(full):
                 chunks(full, r + "/")
-            elif (kind == "group" and os.path.isdir(full)
-                    and os.path.isfile(os.path.join(full, "zarr.json"))):
-                node(full, r + "/")
+            elif kind == "group" and os.path.isdir(full):
+                (node if os.path.isfile(os.path.join(full, "zarr.json")) else in_progress)(
+                    full, r + "/")
             else:
                 bad.append(r)
 
     def chunks(path, rel):
         for name in sorted(os.listdir(path)):
             full, r = os.path.join(path, name), f"{rel}{name}"
+            if _ZARR_PARTIAL.match(name):
+                continue
             if not name.isdigit():
                 bad.append(r)
             elif os.path.isdir(full):
