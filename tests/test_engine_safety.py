@@ -708,6 +708,15 @@ def test_a_second_writer_is_refused_naming_the_holder(store, tmp_path):
         for kw in (dict(overwrite=True), dict(resume=True)):
             with pytest.raises(OutputLockedError, match=f"pid {child.pid} on host"):
                 bayesian_id(store, K, out=out, **kw, **KW, **SYNC)
+        # the lock is the reason given first: what the running fit has there at that
+        # moment (no metadata yet, a part of a checkpoint) made it "not a dask_bid
+        # result" or "files dask_bid did not write", telling the user to remove them
+        stray = Path(out, "checkpoint", "c0-it99999999", "part")
+        stray.parent.mkdir(parents=True)
+        stray.write_text("being written")
+        with pytest.raises(OutputLockedError, match=f"pid {child.pid} on host"):
+            bayesian_id(store, K, out=out, overwrite=True, **KW, **SYNC)
+        stray.unlink()
         assert output_status(out)[0] == "running"
     finally:
         child.send_signal(signal.SIGKILL)

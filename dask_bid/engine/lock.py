@@ -31,8 +31,8 @@ import time
 
 from .._errors import OutputLocationError, OutputLockedError
 
-__all__ = ["OutputLock", "lock_path", "read_lease", "lease_holder", "HEARTBEAT_SECONDS",
-           "STALE_SECONDS"]
+__all__ = ["OutputLock", "lock_path", "read_lease", "lease_holder", "locked_error",
+           "HEARTBEAT_SECONDS", "STALE_SECONDS"]
 
 #: Seconds between heartbeats of a held lease.
 HEARTBEAT_SECONDS = 10.0
@@ -83,13 +83,23 @@ def describe(lease) -> str:
 
 
 def lease_holder(out):
-    """The live lease of output ``out`` (a dict), or None when nobody holds it."""
+    """The live lease of output ``out`` (a dict, with ``"mine"``: whether this process
+    holds it), or None when nobody holds it."""
     if "://" in str(out):
         return None
     lease = read_lease(lock_path(out))
     if lease is None or _is_stale(lease):
         return None
-    return lease
+    return {**lease, "mine": (lease.get("host") == socket.gethostname()
+                              and lease.get("pid") == os.getpid())}
+
+
+def locked_error(out, lease) -> OutputLockedError:
+    """The refusal of an output another fit holds (its lease ``lease``, or None)."""
+    who = describe(lease) if lease else "another process"
+    return OutputLockedError(
+        f"the output {os.fspath(out)!r} is being written by another fit ({who}); wait for "
+        f"it to finish or stop it, or choose another output. (Lock file: {lock_path(out)})")
 
 
 class OutputLock:
@@ -167,10 +177,7 @@ class OutputLock:
                                 "is another fit starting on the same output?")
 
     def _refuse(self, lease):
-        who = describe(lease) if lease else "another process"
-        raise OutputLockedError(
-            f"the output {self.out!r} is being written by another fit ({who}); wait for it "
-            f"to finish or stop it, or choose another output. (Lock file: {self.path})")
+        raise locked_error(self.out, lease)
 
     def _beat(self):
         while not self._stop.wait(HEARTBEAT_SECONDS):

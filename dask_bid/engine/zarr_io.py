@@ -426,6 +426,14 @@ def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_optio
             f"the output {out!r} already exists. Pass {f['overwrite']} to replace it, "
             f"{f['resume']} to continue an interrupted fit there (or, with more iterations, a "
             "finished one), or choose another path.")
+    if not is_url(out):
+        from .lock import lease_holder, locked_error
+
+        # a fit running there first: what it is writing at this moment (its metadata not
+        # yet, a checkpoint half) is no reason to refuse, the lock is
+        holder = lease_holder(out)
+        if holder is not None and not holder.get("mine"):
+            raise locked_error(out, holder)
     meta = _result_meta(out, storage_options)
     what = "resume" if resume else "replace"
     if meta is None:
