@@ -189,3 +189,37 @@ def test_the_input_and_other_files_are_never_replaced(npy, tmp_path, capsys):
                      *fmt]) == 2
         assert_one_line_error(capsys.readouterr().err, "is not a file", "fitted as it is")
     assert not (tmp_path / "B.zarr").exists()
+
+
+def test_a_store_of_another_file_of_that_name_or_of_an_older_version_is_named_so(
+        tmp_path, capsys):
+    """Two files M.csv from two folders, fitted into one output folder, meet at one
+    converted store: the refusal said "not converted from this version" of the second
+    file; now it names the other file and what --overwrite would do to its fits. A file
+    that changed says that."""
+    A = np.random.default_rng(0).standard_normal((20, 5))
+    for d in ("one", "two"):
+        (tmp_path / d).mkdir()
+        np.savetxt(tmp_path / d / "M.csv", A, delimiter=",")
+    out = tmp_path / "runs"
+    out.mkdir()
+    first, second = str(tmp_path / "one" / "M.csv"), str(tmp_path / "two" / "M.csv")
+    assert main(["fit", first, "--k", "2", "--out", str(out / "x.zarr"), "-q", *FAST]) == 0
+    assert main(["fit", second, "--k", "2", "--out", str(out / "y.zarr"), "-q", *FAST]) == 2
+    assert_one_line_error(capsys.readouterr().err, f"{str(out / 'M.csv.zarr')!r} holds the "
+                          f"conversion of another file of that name, {first!r}",
+                          "fit from another --out folder", "could then not resume")
+    # the second, with --overwrite, replaces it; then a resume of the first says so (it
+    # said the first file had changed)
+    assert main(["fit", second, "--k", "2", "--out", str(out / "y.zarr"), "-q", "--overwrite",
+                 *FAST]) == 0
+    assert main(["fit", first, "--k", "2", "--out", str(out / "x.zarr"), "-q", "--resume",
+                 *FAST]) == 2
+    assert_one_line_error(capsys.readouterr().err, f"now holds the conversion of another "
+                          f"file of that name, {second!r}", "add --overwrite to convert")
+    assert main(["fit", first, "--k", "2", "--out", str(out / "x.zarr"), "-q", "--resume",
+                 "--overwrite", *FAST]) == 0  # as the message says
+    np.savetxt(first, A + 1.0, delimiter=",")  # the first file changes
+    assert main(["fit", first, "--k", "2", "--out", str(out / "z.zarr"), "-q", *FAST]) == 2
+    assert_one_line_error(capsys.readouterr().err, "was converted from an earlier version of "
+                          f"{first!r} (the file changed since")

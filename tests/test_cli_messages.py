@@ -246,6 +246,10 @@ def test_every_cli_row_of_the_docs_has_a_case():
 
 #: rows tested by the tests below, not by the table of cases
 OTHER_ROWS = ("NaN in a Zarr input", "error-k over fits of different inputs",
+              # test_cli_convert.py
+              "two files of one name (from two folders) fitted into one output folder, where "
+              "the second would convert to the first one's store",
+              "fit --resume after another file of that name replaced the converted store",
               "a conversion made for the other treatment of NaN",  # test_cli_masked.py
               "permission denied", "an error inside a library",
               "rid --overwrite onto a file rid did not write",  # test_cli.py

@@ -57,6 +57,23 @@ def _source_stamp(path):
             "mtime_ns": int(st.st_mtime_ns)}
 
 
+def _not_this_conversion(existing, src, dst, stamp) -> str:
+    """Why the store at ``dst`` is not the conversion of ``src`` as it is now: another
+    file of the same name (from another folder), or an earlier version of this one."""
+    was = existing.attrs.get("dask_bid_converted_from")
+    was = was if isinstance(was, dict) else {}
+    if was.get("path") and was["path"] != stamp["path"]:
+        return (f"{dst!r} holds the conversion of another file of that name, "
+                f"{was['path']!r}, which fits of it read: fit from another --out folder, or "
+                f"pass --overwrite to replace it by {src!r} (a fit of the other file could "
+                "then not resume).")
+    if was.get("path"):
+        return (f"{dst!r} was converted from an earlier version of {src!r} (the file "
+                "changed since: its size or time); pass --overwrite to convert it again.")
+    return (f"{dst!r} exists and was not converted from {src!r}; pass --overwrite to replace "
+            "it.")
+
+
 def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
                     fill_missing=None, row_labels="auto", header="auto"):
     """Convert a ``.npy``, ``.csv``, ``.txt`` or ``.tsv`` matrix to a Zarr v3 array.
@@ -179,9 +196,7 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
 
             # --overwrite would be refused for a store dask_bid did not write: say that first
             check_replaceable_array(dst)
-            raise OutputExistsError(
-                f"{dst!r} exists and was not converted from this version of {src!r}; pass "
-                "--overwrite to replace it.")
+            raise OutputExistsError(_not_this_conversion(existing, src, dst, stamp))
         if overwrite:  # replaced below: only a Zarr array dask_bid wrote, holding no more
             from ...engine.zarr_io import check_replaceable_array
 
@@ -284,6 +299,13 @@ def source_changed(src, dst) -> bool:
     if existing is None or _unfinished(existing):
         return False
     return existing.attrs.get("dask_bid_converted_from") != _source_stamp(src)
+
+
+def converted_from(dst) -> str | None:
+    """The absolute path of the file the store ``dst`` was converted from, if it says."""
+    existing = _open_existing(dst)
+    was = existing.attrs.get("dask_bid_converted_from") if existing is not None else None
+    return was.get("path") if isinstance(was, dict) else None
 
 
 def _needs_reconversion(existing, fill_missing) -> bool:

@@ -24,6 +24,7 @@ from .convert import (
     CONVERTIBLE_SUFFIXES,
     convert_to_zarr,
     converted_fill_count,
+    converted_from,
     converted_path,
     converted_subnormal_count,
     input_column_names,
@@ -334,6 +335,13 @@ def run(args):
         dst = converted_path(src, out)
         if args.resume and not args.overwrite and source_changed(src, dst):
             # with --overwrite it is converted again, and the fit's checksum decides
+            other = converted_from(dst)
+            if other and other != os.path.abspath(src):
+                raise CLIError(
+                    f"--resume, but {dst!r} now holds the conversion of another file of that "
+                    f"name, {other!r} (a fit of it replaced the store with --overwrite), "
+                    "and a fit resumes only on the matrix it started on: add --overwrite to "
+                    f"convert {args.input!r} again (the fit then resumes if it is unchanged).")
             raise CLIError(
                 f"--resume, but {args.input!r} changed (size or time) since {dst!r} was "
                 f"converted from it for the fit at {out!r}, and a fit resumes only on the "
