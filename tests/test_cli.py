@@ -795,6 +795,67 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path, capsy
     assert_same_trace(open_result(out).trace_, open_result(ref_out).trace_)
 
 
+@pytest.mark.skipif(os.name != "posix", reason="signals")
+def test_a_second_ctrl_c_while_the_hint_is_written_changes_nothing(monkeypatch, capsys,
+                                                                   tmp_path):
+    """Two Ctrl-C a few ms apart: the second landed while the "continue it" hint was
+    being made and printed a second traceback instead of it. Now it is ignored there, and
+    the handler is given back after."""
+    import signal
+
+    from dask_bid.interface.cli import fit as fit_cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    def second_press(argv):
+        os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C, while the hint is made
+        return "dask-bid fit ... --resume"
+
+    monkeypatch.setattr(fit_cli, "run", interrupted)
+    monkeypatch.setattr(fit_cli, "continue_command", second_press)
+    before = signal.getsignal(signal.SIGINT)
+    out = tmp_path / "o.zarr"
+    out.mkdir()  # as the interrupted fit left it
+    assert main(["fit", "x.npy", "--k", "2", "--out", str(out)]) == 130
+    assert capsys.readouterr().err == ("dask-bid: interrupted (continue it: dask-bid fit ... "
+                                       "--resume)\n")
+    assert signal.getsignal(signal.SIGINT) is before
+    # stopped before the fit wrote anything (while compiling): no --resume to suggest
+    out.rmdir()
+    assert main(["fit", "x.npy", "--k", "2", "--out", str(out)]) == 130
+    assert capsys.readouterr().err == ("dask-bid: interrupted (before the fit started: "
+                                       "nothing to continue)\n")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals")
+def test_ctrl_c_while_the_kernels_compile_says_what_it_does(data, monkeypatch, capsys,
+                                                            tmp_path):
+    """A Ctrl-C while the kernels compile said it would stop "after this iteration and
+    save a checkpoint", then, when compiled, "continue it: ... --resume" with nothing to
+    continue. Now it says it stops when they are compiled, and that nothing was saved."""
+    import signal
+
+    from dask_bid.interface.cli import runtime
+
+    def compile_with_a_press(params):
+        os.kill(os.getpid(), signal.SIGINT)  # taken by the latch: compilation goes on
+        return 0.1
+
+    monkeypatch.setattr(runtime, "compile_kernels", compile_with_a_press)
+    d, _, _ = data
+    out = tmp_path / "o.zarr"
+    rc = main(["fit", str(d / "a.npy"), "--k", "2", "--out", str(out), "--scheduler",
+               "synchronous", "--n-iter", "10", "--burn-in", "2"])
+    err = capsys.readouterr().err
+    assert rc == 130, err
+    assert ("dask-bid: stopping when the kernels are compiled, before the fit starts "
+            "(Ctrl-C again to stop at once)") in err
+    assert err.rstrip().endswith("dask-bid: interrupted (before the fit started: nothing "
+                                 "to continue)"), err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("engine", [False, True])
 def test_progress_counts_every_iteration_of_every_chain(data, engine):
     """The callback path through bayesian_id, in memory and on the engine."""

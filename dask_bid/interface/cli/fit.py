@@ -378,8 +378,12 @@ def run(args):
         if client is None or client == "synchronous":  # the kernels compile here
             say("kernels      loading (numba; compiled on the first run only) ...",
                 quiet=args.quiet)
+            # no iteration and no checkpoint yet: the first Ctrl-C says what it does here
+            latch.message = ("dask-bid: stopping when the kernels are compiled, before the "
+                             "fit starts (Ctrl-C again to stop at once)")
             dt = compile_kernels(params)
             latch.check()
+            latch.message = InterruptLatch.MESSAGE
             if dt is not None:
                 how = "compiled, cached" if kernels_compiled() else "loaded from the cache"
                 say(f"kernels      ready in {dt:.1f} s ({how} in "

@@ -119,12 +119,31 @@ def main(argv=None) -> int:
             sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
             return code
     except KeyboardInterrupt:
-        hint = ""
-        if getattr(args, "command", "") == "fit":
-            from .fit import continue_command
+        import signal
 
-            hint = f" (continue it: {continue_command(argv)})"
-        print(f"{PROG}: interrupted{hint}", file=sys.stderr)
+        # a further Ctrl-C while the hint is written (a second press a few ms after the
+        # first) is the same request: it printed a second traceback and no hint
+        # (the handler is restored after: main() may run inside a longer process)
+        try:
+            old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread: no handler to set
+            old = None
+        try:
+            hint = ""
+            out = str(getattr(args, "out", None) or "")
+            if getattr(args, "command", "") == "fit" and out and "://" not in out \
+                    and not os.path.exists(out):
+                # stopped before the fit wrote anything (converting, compiling, starting
+                # the cluster): there is nothing to continue
+                hint = " (before the fit started: nothing to continue)"
+            elif getattr(args, "command", "") == "fit":
+                from .fit import continue_command
+
+                hint = f" (continue it: {continue_command(argv)})"
+            print(f"{PROG}: interrupted{hint}", file=sys.stderr)
+        finally:
+            if old is not None:
+                signal.signal(signal.SIGINT, old)
         return 130
     except (DaskBidError, CLIError) as exc:
         if debug:
