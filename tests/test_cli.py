@@ -192,6 +192,17 @@ def test_existing_output_resume_and_overwrite(data, tmp_path, capsys):
     # --n-iter alone continues it: tests/test_engine_continue.py)
     assert main([*args[:-1], "--burn-in", "3", "--resume", "-q"]) == 2
     assert_one_line_error(capsys.readouterr().err, "--burn-in")
+    # options that are also words are named as flags too (they read "sampler: stored")
+    assert main([*args[:-1], "--sampler", "aggressive", "--resume", "-q"]) == 2
+    assert_one_line_error(capsys.readouterr().err,
+                          "--sampler: stored 'collapsed', now 'aggressive'")
+    # the default traced columns given explicitly are the same setting (it was refused:
+    # "stored None, now [0, 3, ...]"); other columns are not
+    traced = ",".join(str(c) for c in first.result_.draws_w["columns"])
+    assert main([*args, "--trace-columns", traced, "--resume"]) == 0
+    assert_same_trace(open_result(out).trace_, first.trace_)
+    assert main([*args[:-1], "--trace-columns", "1,2", "--resume", "-q"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "--trace-columns")
     assert main([*args, "--overwrite", "--model", "gbtn"]) == 0
     assert open_result(out).model == "gbtn"
 

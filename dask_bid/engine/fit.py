@@ -228,10 +228,28 @@ def _with_added_params(stored):
     return {**stored, "params": {**_ADDED_PARAMS, **params}}
 
 
+def _traced_as_columns(meta):
+    """``meta`` with its params naming the traced columns themselves: the default
+    (``trace_columns=None``, ``n_trace_columns`` evenly spaced) and the same columns
+    given explicitly are one setting (an explicit list of the defaults was refused)."""
+    from .summary import traced_columns
+
+    p, shape = meta.get("params"), meta.get("input_shape")
+    if not isinstance(p, dict) or not isinstance(shape, (list, tuple)) or len(shape) != 2:
+        return meta
+    try:
+        cols = [int(c) for c in traced_columns(p, int(shape[1]))]
+    except (KeyError, TypeError, ValueError):
+        return meta
+    p = {k: v for k, v in p.items() if k != "n_trace_columns"}
+    return {**meta, "params": {**p, "trace_columns": cols}}
+
+
 def _check_stored(stored, meta, entropy_given, out, storage_options) -> bool:
     """Compare this call with the fit ``stored`` at ``out`` (refusing what cannot be
     resumed or continued); returns whether it continues that finished fit."""
-    stored = _with_added_params(stored)
+    stored = _traced_as_columns(_with_added_params(stored))
+    meta = _traced_as_columns(meta)
     if not _extends(stored, meta):
         _compare_meta(stored, meta, entropy_given)
         return False

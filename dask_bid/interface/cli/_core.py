@@ -96,6 +96,8 @@ _WORDS = {"thin", "bounds", "init", "model", "out", "overwrite", "resume", "clie
           "missing", "sampler", "acceptance"}
 #: one of those words leading a message about itself ("init as an array must ...")
 _LEAD = re.compile(r"^(" + "|".join(sorted(_WORDS)) + r")(?= (?:must|as|is|has) )")
+#: one of those words naming a parameter in a resume's differences
+_STORED = re.compile(r"\b(" + "|".join(sorted(_WORDS)) + r")(?=: stored )")
 _ASSIGN = re.compile(r"\b(" + "|".join(_FLAGS) + r")=('?)([\w+-]*(?:\.\d+)?)\2")
 _BARE = re.compile(r"\b(" + "|".join(k for k in _FLAGS if k not in _WORDS) + r")\b")
 #: code the user may copy (backticks, a call) keeps its Python spelling
@@ -126,6 +128,8 @@ def _flag_words(text: str) -> str:
                         "Fix the cause and run the same dask-bid fit again (it replaces a "
                         "failed fit)")
     text = _LEAD.sub(lambda m: _FLAGS[m.group(1)], text)
+    # a resume's list of differences ("sampler: stored 'collapsed', now 'aggressive'")
+    text = _STORED.sub(lambda m: _FLAGS[m.group(1)], text)
     text = _ASSIGN.sub(assign, text)
     return _BARE.sub(lambda m: _FLAGS[m.group(1)], text)
 
