@@ -239,6 +239,27 @@ def test_cli_fit_from_s3_to_s3_with_aws_environment_variables(s3, s3_input, loca
 
 
 # ------------------------------------------------------------------ refusals
+def test_an_output_url_with_an_empty_segment_never_deletes_the_input(s3, s3_input):
+    """out="s3://bkt//A.zarr" for the input s3://bkt/A.zarr: s3fs found no "bkt//A.zarr"
+    (so nothing to refuse) and its removal then deleted "bkt/A.zarr", the input. Now
+    refused before anything is written, as is the same slip in to_zarr's path."""
+    bucket, url = s3_input
+    so = s3.options()
+    before = s3.keys(bucket)
+    twice = f"s3://{bucket}//A.zarr"
+    for kw in ({}, {"overwrite": True}):  # the input, named as such
+        with pytest.raises(OutputLocationError, match=f"is the input store '{url}'"):
+            bayesian_id(url, K, out=twice, storage_options=so, **kw, **KW)
+    # any other output or store path with one is refused too, naming the single-slash one
+    for call in (lambda: bayesian_id(url, K, out=f"s3://{bucket}//fit.zarr",
+                                     storage_options=so, **KW),
+                 lambda: to_zarr(_matrix(), f"s3://{bucket}//B.zarr", storage_options=so)):
+        with pytest.raises(OutputLocationError, match=r"empty path segment \('//'\).*"
+                           rf"'s3://{bucket}/(fit|B).zarr'"):
+            call()
+    assert s3.keys(bucket) == before
+
+
 def test_a_missing_bucket_is_named(s3, s3_input):
     bucket, url = s3_input
     so = s3.options()
