@@ -517,6 +517,33 @@ def test_corrupt_chunk_error_comes_back_from_a_worker_process(store, cluster_cli
         BayesianID(3, **FAST).fit(store, client=cluster_client)
 
 
+def test_workers_in_another_folder_read_a_relative_path_or_say_they_cannot(
+        store, cluster_client, tmp_path, monkeypatch):
+    """Dask workers whose working folder is not the client's: a relative path reached
+    them unchanged, every chunk was "missing" there, and the fit returned columns
+    [0 1 2], MSE 0, from zeros. Now the client opens the store by its absolute path,
+    and a store a worker cannot see (a zarr.Array opened relative here) is an error
+    naming the worker, not a fit of zeros."""
+    monkeypatch.chdir(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    before = cluster_client.run(os.getcwd)
+    cluster_client.run(os.chdir, str(elsewhere))
+    try:
+        want = BayesianID(3, **FAST).fit(store, **SYNC)
+        got = BayesianID(3, **FAST).fit("A.zarr", client=cluster_client)
+        np.testing.assert_array_equal(got.columns_, want.columns_)
+        assert got.mse_ == want.mse_ > 0
+        with pytest.raises(StoreNotFoundError, match="'A.zarr' is not visible from this "
+                           r"process \(pid \d+ on .*, working folder .*elsewhere'\): every "
+                           "Dask worker must see the client's local paths"):
+            BayesianID(3, **FAST).fit(zarr.open_array("A.zarr", mode="r"),
+                                      client=cluster_client)
+    finally:
+        for addr, cwd in before.items():
+            cluster_client.run(os.chdir, cwd, workers=[addr])
+
+
 def test_corrupt_chunk_in_other_readers(store):
     corrupt_chunk(store, "c/0/0")
     # the sketch initialisation and the baselines read through the same guarded view

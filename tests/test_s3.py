@@ -209,7 +209,8 @@ def test_checkpoints_on_s3_and_resume_give_the_uninterrupted_fit(s3, s3_input, l
     assert_same_chain(more, bayesian_id(path, K, **longer))
 
 
-def test_cli_fit_from_s3_to_s3_with_aws_environment_variables(s3, s3_input, local_fit):
+def test_cli_fit_from_s3_to_s3_with_aws_environment_variables(s3, s3_input, local_fit,
+                                                              tmp_path, capsys):
     bucket, url = s3_input
     out = f"s3://{bucket}/fit.zarr"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -218,8 +219,17 @@ def test_cli_fit_from_s3_to_s3_with_aws_environment_variables(s3, s3_input, loca
     cmd = [sys.executable, "-m", "dask_bid.interface.cli", "fit", url, "--k", str(K),
            "--out", out, "--n-iter", "8", "--burn-in", "2", "--seed", "3",
            "--scheduler", "synchronous", "-q"]
-    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=100)
+    # the figures of a result on object storage go to the current folder (they went into
+    # a folder named "s3:", the printed s3:// path reaching no bucket)
+    run = subprocess.run([*cmd[:-1], "--plot", "trace"], env=env, capture_output=True,
+                         text=True, timeout=100, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
+    assert "plot         fit.trace.png" in run.stdout, run.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.trace.png"]
+    from dask_bid.interface.cli import main
+
+    assert main(["plot", out, "--out", f"s3://{bucket}/figs"]) == 2
+    assert "is a URL, and the figures are written as local files" in capsys.readouterr().err
     res = read_result(out, storage_options=s3.options())
     np.testing.assert_array_equal(res.columns, local_fit.columns)
     np.testing.assert_array_equal(res.trace["mse"], local_fit.trace["mse"])

@@ -165,6 +165,32 @@ class GuardedZarrArray:
     def __init__(self, array, path=None):
         self._array = array
         self._path = path
+        self._seen = False
+
+    def __getstate__(self):
+        # unpickled in a worker: it checks again there that it sees the store
+        return {**self.__dict__, "_seen": False}
+
+    def _check_visible(self):
+        """A local store that this process cannot see (a worker on another machine, or
+        in another folder for a relative path) reads as missing chunks, i.e. zeros: a
+        wrong fit without an error. Checked once per process, on the first read."""
+        store = getattr(self._array, "store", None)
+        root = getattr(store, "root", None)
+        if root is not None and type(store).__name__ == "LocalStore":
+            sub = [p for p in (getattr(self._array, "path", "") or "").split("/") if p]
+            meta = os.path.join(os.fspath(root), *sub, "zarr.json")
+            if not os.path.isfile(meta) and not os.path.isfile(
+                    os.path.join(os.fspath(root), *sub, ".zarray")):
+                import socket
+
+                raise StoreNotFoundError(
+                    f"the input store {self._path or os.fspath(root)!r} is not visible from "
+                    f"this process (pid {os.getpid()} on {socket.gethostname()!r}, working "
+                    f"folder {os.getcwd()!r}): every Dask worker must see the client's "
+                    "local paths (a shared file system), or put the store on object "
+                    "storage.")
+        self._seen = True
 
     @property
     def shape(self):
@@ -215,6 +241,8 @@ class GuardedZarrArray:
         return f", chunk {shown}"
 
     def __getitem__(self, key):
+        if not self._seen:
+            self._check_visible()
         try:
             return self._array[key]
         except (CorruptStoreError, MemoryError):
@@ -301,7 +329,9 @@ def open_zarr_array(path, *, storage_options=None):
 
         check_bucket(spath, storage_options)
     try:
-        node = zarr.open(spath, mode="r",
+        # a local store by its absolute path: the array travels to the Dask workers, which
+        # resolved a relative one against their own working folder (and read zeros)
+        node = zarr.open(spath if _is_url(spath) else os.path.abspath(spath), mode="r",
                          storage_options=storage_options if _is_url(spath) else None)
     except PermissionError as exc:
         from .remote import access_error

@@ -616,8 +616,9 @@ def add_parser(sub):
     add_names_option(fit, "kept in OUT")
     add_row_names_option(fit)
     fit.add_argument("--plot", default=None, metavar="KINDS",
-                     help="write plots next to OUT: comma separated among trace, autocorr, "
-                     "inclusion, or all")
+                     help="write plots next to OUT (in the current folder for an OUT on "
+                     "object storage): comma separated among trace, autocorr, inclusion, "
+                     "or all")
     add_sparse_options(fit)
     fit.add_argument("-q", "--quiet", action="store_true", help="no progress bars, no summary")
     fit.set_defaults(func=run)

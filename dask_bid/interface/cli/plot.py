@@ -56,6 +56,14 @@ def check_same_input(paths):
                            "Plot them separately, or fit the same input.")
 
 
+def _local_out(out):
+    """Figures are local files: an ``--out`` URL is refused (it wrote into ``./s3:/``)."""
+    if out and "://" in str(out):
+        raise CLIError(f"--out {out!r} is a URL, and the figures are written as local files: "
+                       "give a local path (without --out they go to the current folder "
+                       "for a result on object storage).")
+
+
 def _stems(out, results):
     """The file stem of each result's per-result plots: ``OUT`` for one result (a
     trailing .png dropped: ``--out fig.png`` gives fig.trace.png), ``OUT.<result name>``
@@ -78,6 +86,7 @@ def run(args):
     from .. import plots
 
     kinds = parse_plot_kinds(args.kind, allow_error_k=True)
+    _local_out(args.out)
     single = [k for k in kinds if k != "error-k"]
     stems = _stems(args.out, args.results) if single else []
     target = None

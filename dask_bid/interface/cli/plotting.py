@@ -64,7 +64,12 @@ def plot_paths(kinds, stem):
 
 
 def plot_stem(out):
+    """The figures' file stem of the result ``out``: next to it, without ``.zarr``; for a
+    result on object storage, in the current folder (figures are local files: a URL
+    stem wrote into a folder named ``s3:``)."""
     out = str(out).rstrip("/")
+    if "://" in out:
+        out = out.rsplit("/", 1)[-1]
     root, ext = os.path.splitext(out)
     return root if ext.lower() == ".zarr" else out
 
