@@ -40,6 +40,37 @@ MAX_UNCLAIMED = 4096
 
 _BAD_STATUS = ("error", "cancelled", "lost")
 
+#: a collect that sees no task finish for this long asks the scheduler about stuck tasks
+STALL_S = 5.0
+
+
+def _unstick_task():
+    """A function for ``Client.run_on_scheduler``: send to any worker the ``no-worker``
+    tasks whose only allowed workers are gone although their restriction is loose
+    (``allow_other_workers``); returns (tasks sent, workers running).
+
+    distributed re-checks such tasks when a worker joins, but by their worker
+    restrictions alone (``valid_workers``, ignoring ``loose_restrictions``): after every
+    worker of a fit died, the block tasks hinted at them stayed ``no-worker`` forever
+    and the fit hung, new workers idle. Nested, so that it is pickled by value: the
+    scheduler needs no dask_bid to run it.
+    """
+    def unstick(dask_scheduler):
+        import time as _time
+
+        running = set(dask_scheduler.workers)
+        recs = {}
+        for ts in list(dask_scheduler.unrunnable):
+            if (running and ts.loose_restrictions and ts.worker_restrictions
+                    and not (set(ts.worker_restrictions) & running)):
+                ts.worker_restrictions = None
+                recs[ts.key] = "processing"
+        if recs:
+            dask_scheduler.transitions(recs, stimulus_id=f"dask-bid-unstick-{_time.time()}")
+        return len(recs), len(running)
+
+    return unstick
+
 
 def reporting_task(topic, key, fn, *args):
     """Run ``fn(*args) -> (state, small)`` on a worker, publish ``small`` under ``topic``
@@ -82,6 +113,7 @@ class Inbox:
         order. Raises what ``client.gather(futures)`` raises if a task failed or was lost."""
         keys = [f.key for f in futures]
         finished_since = None
+        n_waiting, stalled_since, warned = len(keys), time.monotonic(), False
         while True:
             with self._cond:
                 if all(k in self._got for k in keys):
@@ -91,6 +123,11 @@ class Inbox:
                     return self._take(keys)
                 missing = [i for i, k in enumerate(keys) if k not in self._got]
             status = [futures[i].status for i in missing]
+            if len(missing) < n_waiting or all(s == "finished" for s in status):
+                n_waiting, stalled_since = len(missing), time.monotonic()
+            elif time.monotonic() - stalled_since > STALL_S:
+                warned = _stalled(client, warned)
+                stalled_since = time.monotonic()
             if any(s in _BAD_STATUS for s in status):
                 with self._cond:
                     for k in keys:
@@ -108,6 +145,24 @@ class Inbox:
                         for i, v in zip(missing, got, strict=True):
                             self._got[keys[i]] = pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)
                         return self._take(keys)
+
+
+def _stalled(client, warned) -> bool:
+    """A collect waiting with no progress: free tasks stuck on departed workers (see
+    :func:`_unstick_task`), and say once when the cluster has no worker at all (the fit
+    waits for one to join). Returns whether that was said."""
+    try:
+        _, n_workers = client.run_on_scheduler(_unstick_task())
+    except Exception:  # the scheduler is gone or busy: the gather reports it
+        return warned
+    if n_workers == 0 and not warned:
+        from .._warn import warn
+
+        warn("the Dask cluster has no worker left: the fit waits for one to join (it then "
+             "goes on where it was); stop it with Ctrl-C and resume it later with "
+             "resume=True.", RuntimeWarning)
+        return True
+    return warned
 
 
 _INBOXES = weakref.WeakKeyDictionary()
