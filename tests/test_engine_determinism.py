@@ -204,6 +204,9 @@ def _free_port():
         return s.getsockname()[1]
 
 
+_SCHEDULERS = {}
+
+
 @pytest.fixture
 def cli_cluster():
     """`dask scheduler` + `dask worker --nworkers 2` on 127.0.0.1, from the venv's bin."""
@@ -232,6 +235,7 @@ def cli_cluster():
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
+        _SCHEDULERS[addr] = procs[0]  # a test may kill it
         yield addr
     finally:
         # the workers first, while their scheduler still answers: a worker whose
@@ -246,6 +250,28 @@ def cli_cluster():
 
 
 @pytest.mark.timeout(240)
-def test_cli_scheduler_and_workers_match_sync(store, reference, cli_cluster):
+def test_cli_scheduler_and_workers_match_sync(store, reference, cli_cluster, tmp_path):
     res = bayesian_id(store, K, client=cli_cluster, chunks=TILES, **KW)
+    assert_same_chain(reference, res)
+    # the scheduler killed mid-fit: said as such (it came out as "KeyError: 'workers'", an
+    # internal error on the command line), the output keeps its checkpoint, and a resume
+    # elsewhere gives the same chain
+    import dask
+
+    from dask_bid import SchedulerUnreachableError
+
+    out = str(tmp_path / "fit.zarr")
+
+    def kill_the_scheduler(state):
+        if state.iteration == 15:
+            _SCHEDULERS[cli_cluster].kill()
+
+    with dask.config.set({"dask_bid.scheduler-timeout": 2}), \
+            pytest.raises(SchedulerUnreachableError, match=f"the Dask scheduler {cli_cluster} "
+                          "stopped answering during the fit .*resume=True continues the "
+                          "same chain"):
+        bayesian_id(store, K, client=cli_cluster, chunks=TILES, out=out,
+                    callback=kill_the_scheduler, **KW)
+    res = bayesian_id(store, K, client="synchronous", chunks=TILES, out=out, resume=True,
+                      **KW)
     assert_same_chain(reference, res)

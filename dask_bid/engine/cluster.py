@@ -36,6 +36,7 @@ import weakref
 import dask
 
 from .._errors import (
+    DaskBidError,
     ParameterError,
     SchedulerUnreachableError,
     UnguardedScriptError,
@@ -430,6 +431,26 @@ def _connect(address, timeout):
 
 
 @contextlib.contextmanager
+def _scheduler_watch(client):
+    """An error out of a fit whose client lost its scheduler (killed, restarted, the
+    network) is said as such: it came out as whatever the last call met (a cancelled
+    future, ``KeyError: 'workers'``), an "internal error" on the command line."""
+    try:
+        yield
+    except DaskBidError:
+        raise
+    except Exception as exc:
+        if getattr(client, "status", "running") == "running":
+            raise
+        addr = getattr(getattr(client, "scheduler", None), "address", None) or "?"
+        raise SchedulerUnreachableError(
+            f"the Dask scheduler {addr} stopped answering during the fit "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); the output, if "
+            "any, keeps its last checkpoint: with a working scheduler, resume=True "
+            "continues the same chain.") from exc
+
+
+@contextlib.contextmanager
 def cluster_executor(client=None, *, timeout=None, n_workers=2,
                      threads_per_worker=1):
     """Yield the executor for ``client`` (see the module docstring) and clean up after it."""
@@ -440,7 +461,8 @@ def cluster_executor(client=None, *, timeout=None, n_workers=2,
         c = _connect(client, scheduler_timeout() if timeout is None else timeout)
         try:
             check_worker_versions(c)
-            yield DistributedExecutor(c)
+            with _scheduler_watch(c):
+                yield DistributedExecutor(c)
         finally:
             c.close()
         return
@@ -450,7 +472,8 @@ def cluster_executor(client=None, *, timeout=None, n_workers=2,
                 f"client must be a distributed.Client, a scheduler address string, "
                 f"'synchronous' or None, got {type(client).__name__}.")
         check_worker_versions(client)
-        yield DistributedExecutor(client)
+        with _scheduler_watch(client):
+            yield DistributedExecutor(client)
         return
     from distributed import Client
 
@@ -460,7 +483,8 @@ def cluster_executor(client=None, *, timeout=None, n_workers=2,
         current = None
     if current is not None:
         check_worker_versions(current)
-        yield DistributedExecutor(current)
+        with _scheduler_watch(current):
+            yield DistributedExecutor(current)
         return
     if _sync_configured():
         yield SyncExecutor()
