@@ -339,6 +339,36 @@ def test_no_credentials_at_all_is_refused_in_one_line(tmp_path, monkeypatch, cap
         bayesian_id("s3://bucket/A.zarr", K, **KW)
 
 
+def test_an_endpoint_that_does_not_answer_is_named_in_one_line(tmp_path, monkeypatch,
+                                                               capsys):
+    """AWS_ENDPOINT_URL at a port where nothing listens: botocore's
+    EndpointConnectionError came out of the CLI as an "internal error" (exit 1) after its
+    retries, and raw from the Python API."""
+    import s3fs
+
+    from dask_bid.interface.cli import main
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # discard: nobody there
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ADMIN[0])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", ADMIN[1])
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # botocore's retries: the suite's time
+    s3fs.S3FileSystem.clear_instance_cache()
+    np.save(tmp_path / "a.npy", _matrix())
+    for args, what in [(["fit", "s3://bucket/A.zarr", "--k", "2", "--out",
+                         "s3://bucket/fit.zarr", "-q"], "the output"),
+                       (["info", "s3://bucket/A.zarr"], "the input"),
+                       (["convert", str(tmp_path / "a.npy"), "--out", "s3://bucket/x.zarr",
+                         "-q"], "the output")]:
+        assert main(args) == 2, args
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"cannot reach the object store of {what}" in err[0], err
+        assert "AWS_ENDPOINT_URL" in err[0] and "internal error" not in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy"]
+    with pytest.raises(StoreAccessError, match="cannot reach the object store of the input"):
+        bayesian_id("s3://bucket/A.zarr", K, **KW)
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
 def test_a_read_only_bucket_is_refused_before_anything_is_written(s3, s3_input, tmp_path):
     bucket, url = s3_input
     so = s3.options()
@@ -369,6 +399,26 @@ def test_a_read_only_bucket_is_refused_before_anything_is_written(s3, s3_input, 
     assert s3.keys(bucket) == before  # nothing written, replaced or deleted
     with pytest.raises(Exception, match="stopped before the end"):
         read_result(out, storage_options=so)  # the interrupted fit is still resumable
+
+
+def test_a_chunk_this_process_may_not_read_is_not_called_damaged(s3, s3_input):
+    """A chunk read refused (a worker without the client's credentials, a policy): the
+    message said "the store is damaged ... rewrite the array", which would have the user
+    rewrite good data. Here a bucket policy denies the chunks, not the metadata."""
+    bucket, url = s3_input
+    so = s3.options()
+    deny = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Deny", "Principal": "*", "Action": ["s3:GetObject"],
+        "Resource": f"arn:aws:s3:::{bucket}/A.zarr/c/*"}]}
+    s3.client().put_bucket_policy(Bucket=bucket, Policy=json.dumps(deny))
+    try:
+        with pytest.raises(StoreAccessError, match=f"cannot read the Zarr array at '{url}' "
+                           r"from this process \(pid .*Every Dask worker needs the "
+                           "credentials") as info:
+            bayesian_id(url, K, storage_options=so, **KW)
+        assert "damaged" not in str(info.value)
+    finally:
+        s3.client().delete_bucket_policy(Bucket=bucket)
 
 
 def test_an_unknown_protocol_is_named(tmp_path):

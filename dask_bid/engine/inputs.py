@@ -248,6 +248,22 @@ class GuardedZarrArray:
         except (CorruptStoreError, MemoryError):
             raise
         except Exception as exc:
+            from .remote import missing_credentials, unreachable_endpoint
+
+            if missing_credentials(exc) or unreachable_endpoint(exc) or isinstance(
+                    exc, PermissionError):
+                # not the store's fault: this process (a Dask worker, most often) cannot
+                # read it; "damaged, rewrite it" would have the user rewrite good data
+                import socket
+
+                from .._errors import StoreAccessError
+
+                raise StoreAccessError(
+                    f"cannot read the Zarr array at {self._path!r} from this process (pid "
+                    f"{os.getpid()} on {socket.gethostname()!r}): {type(exc).__name__}: "
+                    f"{' '.join(str(exc).split())[:200]}. Every Dask worker needs the "
+                    "credentials and the endpoint the client has (the AWS_* environment "
+                    "variables on the workers, or storage_options=).") from exc
             raise CorruptStoreError(
                 f"cannot read the Zarr array at {self._path!r}{self._bad_chunks(key)}: "
                 f"{type(exc).__name__}: {exc}. The store is damaged or unreadable; restore "

@@ -93,12 +93,29 @@ def check_bucket(path, storage_options=None, *, output=False):
     except PermissionError as exc:
         raise access_error(path, exc, output=output) from exc
     except Exception as exc:
+        what = "the output" if output else "the input"
+        if unreachable_endpoint(exc):
+            raise StoreAccessError(
+                f"cannot reach the object store of {what} {str(path)!r} "
+                f"({_one_line(exc)}): check the endpoint (AWS_ENDPOINT_URL, or "
+                "storage_options={'client_kwargs': {'endpoint_url': ...}}) and the "
+                "network.") from exc
         if not missing_credentials(exc):
             raise
-        what = "the output" if output else "the input"
         raise StoreAccessError(
             f"no credentials for {what} {str(path)!r} ({_one_line(exc)}): "
             f"{CREDENTIALS_HINT}.") from exc
+
+
+#: botocore's and aiohttp's errors for an endpoint that does not answer
+_ENDPOINT_ERRORS = ("EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError",
+                    "ConnectionClosedError")
+
+
+def unreachable_endpoint(exc) -> bool:
+    """Whether ``exc`` says that the object store's endpoint could not be reached."""
+    return any(type(e).__name__ in _ENDPOINT_ERRORS for e in (exc, exc.__cause__,
+                                                             exc.__context__) if e)
 
 
 #: botocore's errors for credentials that cannot be found or are incomplete (raised as
