@@ -369,7 +369,8 @@ def test_an_endpoint_that_does_not_answer_is_named_in_one_line(tmp_path, monkeyp
     s3fs.S3FileSystem.clear_instance_cache()
 
 
-def test_a_read_only_bucket_is_refused_before_anything_is_written(s3, s3_input, tmp_path):
+def test_a_read_only_bucket_is_refused_before_anything_is_written(s3, s3_input, tmp_path,
+                                                                  monkeypatch, capsys):
     bucket, url = s3_input
     so = s3.options()
     out = f"s3://{bucket}/fit.zarr"
@@ -396,6 +397,24 @@ def test_a_read_only_bucket_is_refused_before_anything_is_written(s3, s3_input, 
     assert calls == []  # refused before the first iteration (a resume: before its pass)
     with pytest.raises(StoreAccessError, match="cannot write"):
         to_zarr(_matrix(), f"s3://{bucket}/B.zarr", storage_options=so)
+    # the command line's conversion of a file into it (it said "permission denied on a
+    # file", naming none)
+    import s3fs
+
+    from dask_bid.interface.cli import main
+
+    for k, v in (("AWS_ACCESS_KEY_ID", ADMIN[0]), ("AWS_SECRET_ACCESS_KEY", ADMIN[1]),
+                 ("AWS_ENDPOINT_URL", s3.endpoint), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(k, v)
+    s3fs.S3FileSystem.clear_instance_cache()
+    np.save(tmp_path / "a.npy", _matrix())
+    try:
+        assert main(["convert", str(tmp_path / "a.npy"), "--out",
+                     f"s3://{bucket}/conv.zarr", "-q"]) == 2
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"cannot write the output 's3://{bucket}/conv.zarr'" in err[0], err
     assert s3.keys(bucket) == before  # nothing written, replaced or deleted
     with pytest.raises(Exception, match="stopped before the end"):
         read_result(out, storage_options=so)  # the interrupted fit is still resumable

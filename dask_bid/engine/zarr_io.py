@@ -40,6 +40,7 @@ __all__ = [
     "FORMAT_VERSION",
     "jsonable",
     "create_matrix_array",
+    "write_error",
     "mark_complete",
     "ARRAY_ATTR",
     "check_output",
@@ -189,7 +190,7 @@ def to_zarr(array, path, *, chunks=None, overwrite=False, storage_options=None):
         z = create_matrix_array(path, array.shape, dtype, chunks,
                                 storage_options=storage_options)
     except PermissionError as exc:
-        raise _write_error(path, exc) from exc
+        raise write_error(path, exc) from exc
     if hasattr(array, "dask"):
         import dask.array as da
 
@@ -547,13 +548,13 @@ def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
             # after the checksum pass that precedes the first write of a resume
             g.attrs["dask_bid"] = dict(g.attrs["dask_bid"])
         except PermissionError as exc:
-            raise (_write_error(out, exc)) from exc
+            raise (write_error(out, exc)) from exc
         return g, True
     if exists:
         try:
             _remove(out, storage_options)
         except PermissionError as exc:
-            raise _write_error(out, exc) from exc
+            raise write_error(out, exc) from exc
         except OSError as exc:
             raise OutputLocationError(
                 f"cannot replace the output {out!r} ({type(exc).__name__}: {exc}). Check its "
@@ -561,7 +562,7 @@ def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
     try:
         g = zarr.open_group(out, mode="w", zarr_format=3, storage_options=storage_options)
     except PermissionError as exc:
-        raise _write_error(out, exc) from exc
+        raise write_error(out, exc) from exc
     except OSError as exc:
         raise OutputLocationError(
             f"cannot create the output group at {out!r}: {exc}. Choose an output path in a "
@@ -569,7 +570,7 @@ def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
     return g, False
 
 
-def _write_error(out, exc):
+def write_error(out, exc):
     """The one-line error for a write to ``out`` that was refused (PermissionError)."""
     from .remote import access_error
 

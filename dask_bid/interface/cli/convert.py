@@ -223,11 +223,14 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
         raise InputShapeError(f"{src!r} has shape {shape}; a matrix with at least 1 row and "
                               "2 columns is needed.")
     chunks = tuple(chunks) if chunks is not None else default_chunks(shape, dtype.itemsize)
-    from ...engine.zarr_io import create_matrix_array, mark_complete
+    from ...engine.zarr_io import create_matrix_array, mark_complete, write_error
 
     # every chunk written, and marked incomplete until the last one is: a killed conversion
     # never passes for a matrix of zeros
-    z = create_matrix_array(dst, shape, dtype, chunks)
+    try:
+        z = create_matrix_array(dst, shape, dtype, chunks)
+    except PermissionError as exc:  # a read-only bucket or folder: named, as for fit
+        raise write_error(dst, exc) from exc
     rows_per_write = chunks[0] * max(1, (64 * 2**20) // max(1, chunks[0] * shape[1] * 8))
     # a text file's row labels, gathered as its rows are read (kept up to NAMES_MAX rows)
     labels = ([] if suffix != ".npy" and layout.row_labels and shape[0] <= NAMES_MAX
