@@ -145,6 +145,38 @@ def test_an_existing_output_is_not_replaced_on_refusal(mismatched, A, tmp_path):
     assert _tree_digest(out) == digest
 
 
+def test_a_worker_replaced_at_the_same_address_is_checked_again(tmp_path):
+    """The client remembered checked workers by address: a worker replaced by one of
+    another dask_bid at the same address (a fixed --worker-port) passed unchecked."""
+    import socket
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    odd = tmp_path / "dask_bid_test_replaced_version.py"
+    odd.write_text(f"import dask_bid\ndask_bid.__version__ = {OTHER!r}\n")
+    with LocalCluster(n_workers=0, processes=True, dashboard_address=":0",
+                      silence_logs=logging.ERROR) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        for preload in ([], [str(odd)]):
+            cluster.worker_spec.pop("w", None)
+            cluster.sync(cluster._correct_state)  # the first worker stops
+            deadline = time.monotonic() + 30
+            while client.scheduler_info(n_workers=-1)["workers"]:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            cluster.worker_spec["w"] = {"cls": Nanny, "options": {
+                "nthreads": 1, "worker_port": port, "host": "127.0.0.1", "preload": preload,
+                "silence_logs": logging.ERROR}}
+            cluster.sync(cluster._correct_state)
+            client.wait_for_workers(1, timeout=60)
+            if not preload:
+                assert list(check_worker_versions(client)) == [f"tcp://127.0.0.1:{port}"]
+        with pytest.raises(VersionMismatchError, match=re.escape(OTHER)):
+            check_worker_versions(client)
+
+
 def test_check_cluster_versions_skips_what_runs_here(A):
     # the synchronous path and no client at all (a fit then starts its own LocalCluster
     # with this interpreter) have no foreign worker to check

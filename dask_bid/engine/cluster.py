@@ -231,12 +231,17 @@ def check_worker_versions(client, packages=CHECKED_PACKAGES):
         One line naming each differing package, the client's version and the workers'.
     """
     packages = list(packages)
-    workers = set(client.scheduler_info(n_workers=-1)["workers"])
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    workers = set(info)
+    # a worker is known by its address and its scratch folder, which every start of a
+    # worker makes anew: a worker replaced at the same address (--worker-port) was taken
+    # for the checked one
+    ident = {a: (a, str(w.get("local_directory"))) for a, w in info.items()}
     try:
         known = _VERIFIED.get(client, frozenset())
     except TypeError:  # a client object that cannot be weakly referenced
         known = frozenset()
-    new = sorted(workers - known)
+    new = sorted(a for a in workers if ident[a] not in known)
     if not new:
         if not workers:
             log.warning("the Dask cluster has no worker yet: the package versions of the "
@@ -266,7 +271,7 @@ def check_worker_versions(client, packages=CHECKED_PACKAGES):
             + f". Install the client's versions on every worker (e.g. `pip install {pins}`; "
             "see docs/deploy.md), or connect from an environment that matches them.")
     try:
-        _VERIFIED[client] = frozenset(known | set(new))
+        _VERIFIED[client] = frozenset(known | {ident[a] for a in new})
     except TypeError:
         pass
     return theirs
