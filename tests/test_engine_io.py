@@ -237,6 +237,48 @@ def test_unreachable_scheduler_fails_fast(store):
     assert time.monotonic() - t0 < 4
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("peer", ["silent", "http"])
+def test_a_port_that_is_not_a_scheduler_is_refused_in_time(store, peer):
+    """An address whose peer accepts the connection and then says nothing (another
+    service's port, a scheduler's dashboard) made Client() wait without end; one that
+    answers HTTP ended in "MemoryError: Unable to allocate 3.07 EiB" and a traceback at
+    exit. Both are refused within the scheduler timeout now."""
+    import threading
+
+    A, path = store
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    port = server.getsockname()[1]
+    held = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            if peer == "http":
+                conn.recv(100)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    t0 = time.monotonic()
+    try:
+        with dask.config.set({"dask_bid.scheduler-timeout": 1}), pytest.raises(
+                SchedulerUnreachableError, match=f"127.0.0.1:{port}.* within 1 s "
+                + (r"\(OSError: Timed out" if peer == "silent" else
+                   r"\(ValueError: it does not speak Dask's protocol")):
+            bayesian_id(path, K, client=f"tcp://127.0.0.1:{port}", **KW)
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert time.monotonic() - t0 < 5
+
+
 @pytest.mark.timeout(120)
 def test_address_string_and_default_client(store, cluster):
     A, path = store

@@ -421,11 +421,55 @@ def _one_line(exc) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def _probe_scheduler(address, timeout):
+    """Ask ``address`` who it is (the Dask ``identity`` call), within ``timeout`` s.
+
+    ``Client(address, timeout=...)`` waited without end for a peer that accepts the
+    connection and says nothing (a port of another service, a scheduler's dashboard
+    port), and read an HTTP server's reply as a message of 3 EiB (``MemoryError``). Plain
+    ``tcp://`` only (TLS needs the security settings the Client gets). Run in a thread of
+    its own: a notebook's thread already runs an event loop."""
+    if not str(address).startswith("tcp://"):
+        return
+    import asyncio
+    import concurrent.futures
+
+    from distributed.comm import connect
+
+    async def ask():
+        try:
+            comm = await asyncio.wait_for(connect(address, timeout=timeout), timeout)
+        except (TimeoutError, OSError) as exc:  # nobody there: as the Client says it
+            raise OSError(f"Timed out trying to connect to {address} after {timeout:g} s"
+                          if isinstance(exc, TimeoutError) else str(exc)) from exc
+        try:
+            await asyncio.wait_for(comm.write({"op": "identity", "reply": True}), timeout)
+            return await asyncio.wait_for(comm.read(), timeout)
+        finally:
+            comm.abort()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        try:
+            reply = pool.submit(asyncio.run, ask()).result(3 * timeout + 5)
+        except OSError:
+            raise
+        except (TimeoutError, concurrent.futures.TimeoutError) as exc:
+            raise TimeoutError(f"no answer to the Dask handshake within {timeout:g} s: is "
+                               "it a Dask scheduler's port?") from exc
+        except Exception as exc:  # undecodable bytes: another protocol (HTTP ...)
+            raise ValueError(f"it does not speak Dask's protocol ({type(exc).__name__}): is "
+                             "it a Dask scheduler's port?") from exc
+    if not (isinstance(reply, dict) and reply.get("type") == "Scheduler"):
+        kind = reply.get("type") if isinstance(reply, dict) else type(reply).__name__
+        raise ValueError(f"it answers as a {kind}, not a Dask scheduler")
+
+
 def _connect(address, timeout):
     from distributed import Client
 
     check_client_arg(address)
     try:
+        _probe_scheduler(str(address), timeout)
         return Client(address, timeout=timeout, set_as_default=False)
     except Exception as exc:  # OSError, TimeoutError, ValueError for malformed addresses
         raise SchedulerUnreachableError(
