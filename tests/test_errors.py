@@ -300,8 +300,15 @@ def test_validation_accepts_every_documented_choice():
 
 
 def test_unknown_keyword_is_a_type_error(A):
-    with pytest.raises(TypeError, match="unexpected keyword arguments.*'n_iters'"):
+    """Named with the nearest known keyword, from bayesian_id and from BayesianID.fit
+    (whose message named bayesian_id() and no fix)."""
+    with pytest.raises(TypeError, match=r"unexpected keyword argument \['n_iters'\] \(did "
+                                        r"you mean 'n_iter'\?\)"):
         bayesian_id(A, 3, n_iters=10)
+    with pytest.raises(TypeError, match=r"\['clinet'\] \(did you mean 'client'\?\): a fit "
+                                        r"takes the model's parameters \(BayesianID's\) and "
+                                        r"allow_missing_chunks, callback, "):
+        BayesianID(3).fit(A, clinet="synchronous")
 
 
 # --------------------------------------------------------------------------- dtypes

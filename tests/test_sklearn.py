@@ -22,7 +22,12 @@ from sklearn.utils import estimator_checks
 from sklearn.utils.estimator_checks import check_estimator
 
 from dask_bid import BayesianID, RandomizedID
-from dask_bid._errors import InputDTypeError, InputShapeError, NonFiniteInputError
+from dask_bid._errors import (
+    InputDTypeError,
+    InputShapeError,
+    NonFiniteInputError,
+    ParameterError,
+)
 from dask_bid.interface._sklearn import EXPECTED_FAILED_CHECKS
 
 TINY = dict(n_iter=4, burn_in=1, thin=1, random_state=0)
@@ -154,6 +159,14 @@ def test_score_with_missing_mask_is_over_observed_entries(A):
     resid = (X0 - X0[:, est.columns_] @ est.components_)[obs]
     assert est.score(X) == pytest.approx(-np.mean(resid ** 2), rel=1e-12)
     assert est.score(X) == pytest.approx(-est.mse_observed_, rel=1e-9)
+    # fitted with mask= on a zero-filled matrix: scored with the same mask, the same
+    # number (score had no mask and counted the zero-filled entries as observed)
+    byarg = BayesianID(3, missing="mask", **FAST).fit(X0, mask=obs)
+    np.testing.assert_array_equal(byarg.columns_, est.columns_)
+    assert byarg.score(X0, mask=obs) == pytest.approx(est.score(X), rel=1e-12)
+    assert byarg.score(X0) != pytest.approx(byarg.score(X0, mask=obs), rel=1e-3)
+    with pytest.raises(ParameterError, match="mask= marks the observed entries"):
+        BayesianID(3, **TINY).fit(A).score(A, mask=np.ones(A.shape, bool))
 
 
 def test_nan_is_refused_by_transform_and_score_unless_masked(A):
@@ -163,9 +176,14 @@ def test_nan_is_refused_by_transform_and_score_unless_masked(A):
     for method in (est.transform, est.score):
         with pytest.raises(NonFiniteInputError, match="1 NaN or infinite.*missing='mask'"):
             method(X)
+    # a dask X is read only when scored: its NaN gave a NaN score without a word
+    with pytest.raises(NonFiniteInputError, match="NaN or infinite.*missing='mask'"):
+        est.score(da.from_array(X, chunks=(20, 10)))
     rid = RandomizedID(3, random_state=0).fit(A)
-    with pytest.raises(NonFiniteInputError, match=r"row 2, column 5"):
-        rid.transform(X)
+    for method in (rid.transform, rid.score):
+        # (score named an internal row block and a dask fill, not the mask)
+        with pytest.raises(NonFiniteInputError, match=r"row 2, column 5.*a mask"):
+            method(X)
     est = BayesianID(3, missing="mask", **TINY).fit(X)
     assert np.isnan(est.transform(X)).sum() == np.isnan(X[:, est.columns_]).sum()
     # an infinity is not a missing entry: refused as by fit (score was NaN before)

@@ -528,7 +528,9 @@ class RandomizedID:
         float
         """
         self._check_fitted()
-        src = self._checked_source(A)
+        # without a mask every entry counts: NaN is refused at once, naming the mask (the
+        # row-block reader's message gave a dask fill instead)
+        src = self._checked_source(A, finite=mask is None)
         X = _Matrix(src.array, self.chunks)
         m = None if mask is None else _as_mask(mask, X)
         sse, count = self._sse(X, m)

@@ -304,6 +304,15 @@ def reconstruction_mse(src, columns, W, *, masked=False):
 
         raise InputShapeError("X has no observed (non-NaN) entry, so its reconstruction "
                               "error is undefined; pass a matrix with observed entries.")
+    if not np.isfinite(sse):
+        from .._errors import NonFiniteInputError
+
+        # a dask or Zarr X is only read here: its NaN gave a NaN score without a word
+        raise NonFiniteInputError(
+            "X contains NaN or infinite entries" + ("" if masked else
+            ", and this model was fitted with missing='zero'") + ", so its reconstruction "
+            "error is not a number. Fill them as for fit" + ("" if masked else ", or fit "
+            "with missing='mask' to treat NaN as missing") + ".")
     return sse / count
 
 

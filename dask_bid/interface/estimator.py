@@ -483,15 +483,24 @@ class BayesianID:
         return self.result_.to_inference_data()
 
     # -- scikit-learn protocol (see docs/sklearn.md) ----------------------------------------
-    def _checked_source(self, A):
+    def _checked_source(self, A, mask=None):
         """``A`` as a MatrixSource, refused unless it has the fitted columns (and is
-        finite, for numpy input, unless ``missing="mask"``)."""
-        from ..engine.inputs import as_matrix_source
+        finite, for numpy input, unless ``missing="mask"``); read with NaN where ``mask``
+        is False when one is given (as ``fit`` reads it)."""
+        from ..engine.inputs import as_matrix_source, with_mask
 
         refuse_sparse(A)
         check_features(self, A)
         src = as_matrix_source(A)
         check_features(self, A, src.shape[1])
+        if mask is not None:
+            if str(self.missing).lower() != "mask":
+                from .._errors import ParameterError
+
+                raise ParameterError("mask= marks the observed entries, which only "
+                                     "missing='mask' uses: this model was fitted with "
+                                     f"missing={self.missing!r}.")
+            src = with_mask(src, mask)
         if src.kind == "numpy" and str(self.missing).lower() != "mask":
             finite = np.isfinite(src.array)
             if not finite.all():
@@ -512,7 +521,7 @@ class BayesianID:
                     "as missing. Replace the infinities (by NaN to mark them missing).")
         return src
 
-    def score(self, A, y=None):
+    def score(self, A, y=None, mask=None):
         """Negative mean squared reconstruction error, ``-||A - A[:, J] W||^2 / (M N)``.
 
         Greater is better, as scikit-learn's model selection (``GridSearchCV``,
@@ -526,13 +535,19 @@ class BayesianID:
         A : array-like, dask array, Zarr array or path (M, N)
             A matrix with the N columns the model was fitted on (rows may differ).
         y : ignored
+        mask : array-like of bool (M, N), optional
+            With ``missing="mask"``: True marks the observed entries, as ``fit(A,
+            mask=...)`` takes it (a model fitted with a mask is scored with the same
+            mask; without one every non-NaN entry counts as observed). In
+            cross-validation, marking the missing entries with NaN instead needs no
+            mask to be routed to ``score``.
 
         Returns
         -------
         float
         """
         self._check_fitted()
-        src = self._checked_source(A)
+        src = self._checked_source(A, mask)
         return -reconstruction_mse(src, self.columns_, self.components_,
                                    masked=str(self.missing).lower() == "mask")
 

@@ -102,6 +102,19 @@ def _check_masked_array(A, missing):
             "A.filled(0) (the paper's fill).")
 
 
+def _unknown_keywords(unknown) -> str:
+    """The refusal of misspelt keywords (of ``bayesian_id`` or ``BayesianID.fit``): the
+    nearest known name of each, and the keywords a fit takes besides the model's."""
+    import difflib
+
+    known = sorted({*DEFAULTS, *ENGINE_DEFAULTS, "progress", "feature_names", "sample_names"})
+    near = [m[0] for u in sorted(unknown) for m in [difflib.get_close_matches(u, known, 1)] if m]
+    engine = ", ".join(sorted({*ENGINE_DEFAULTS, "progress", "feature_names", "sample_names"}))
+    return (f"unexpected keyword argument{'s' if len(unknown) > 1 else ''} {sorted(unknown)}"
+            + (f" (did you mean {', '.join(map(repr, near))}?)" if near else "")
+            + f": a fit takes the model's parameters (BayesianID's) and {engine}.")
+
+
 def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     """Bayesian interpolative decomposition A ~ A[:, J] W with |W| <= 1 (Lu, 2022).
 
@@ -163,7 +176,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         # the options of earlier versions: say what replaced them
         validate_params({**DEFAULTS, **kwargs, "n_components": n_components})
     if unknown:
-        raise TypeError(f"bayesian_id() got unexpected keyword arguments {sorted(unknown)}")
+        raise TypeError(_unknown_keywords(unknown))
     p = {**DEFAULTS, **kwargs, "n_components": n_components}
     check_client_arg(engine_kw.get("client"))  # a misspelt address: before A is read
     _check_masked_array(A, p["missing"])
