@@ -208,6 +208,27 @@ def test_what_a_killed_zarr_write_leaves_does_not_block_resume_or_overwrite(stor
     bayesian_id(store, K, out=str(out), overwrite=True, **KW, **SYNC)
 
 
+def test_a_resume_records_where_it_read_and_how_it_checkpoints(store, tmp_path):
+    """A resume from a copy of the input (same content: accepted) with another
+    checkpoint cadence: the stored metadata named the first run's input path and
+    cadence. The content's checksum stays, so a later resume still checks it."""
+    import shutil
+
+    out = tmp_path / "fit.zarr"
+    reference = bayesian_id(store, K, **KW, **SYNC)
+    _interrupted(store, str(out), at=15)
+    first = zarr.open_group(str(out), mode="r").attrs["dask_bid"]
+    assert first["input"].get("checksum") is not None
+    copy = str(tmp_path / "copy.zarr")
+    shutil.copytree(store, copy)
+    res = bayesian_id(copy, K, out=str(out), resume=True, **KW,
+                      **{**SYNC, "checkpoint_every": 7})
+    assert_same_chain(reference, res)
+    meta = zarr.open_group(str(out), mode="r").attrs["dask_bid"]
+    assert meta["input"]["path"] == copy and meta["engine"]["checkpoint_every"] == 7
+    assert meta["input"]["checksum"] == first["input"]["checksum"]
+
+
 def test_to_zarr_overwrite_replaces_only_its_own_arrays(tmp_path):
     """overwrite=True deleted whatever was at the path: a folder of the user's files, or
     a Zarr array of another tool. It replaces an empty directory or an array to_zarr

@@ -689,6 +689,15 @@ class _Fit:
         # names given to a resumed fit replace the stored ones (else they are those)
         named = {k: self.meta[k] for k in ("feature_names", "sample_names")
                  if self.meta.get(k) is not None}
+        # where this run read A (a copy of the same content is accepted) and how it
+        # checkpoints: the stored ones described the first run
+        # (the content's checksum kept: this run's A was just compared with it)
+        inp = dict(self.meta["input"])
+        stored = (self.group.attrs["dask_bid"].get("input") or {}) if self.group is not None \
+            else {}
+        if stored.get("checksum") is not None:
+            inp["checksum"] = stored["checksum"]
+        named.update(input=inp, engine=self.meta["engine"])
         if self.continued_from is not None:
             # one write: the stored result stops being complete when its parameters change
             self._set_attrs(status="running", error=None, params=self.meta["params"],
