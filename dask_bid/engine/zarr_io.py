@@ -706,9 +706,16 @@ def read_result(path, *, storage_options=None):
         status, detail = output_status(path, meta if isinstance(meta, dict) else {},
                                        storage_options=storage_options)
         detail = str(detail).rstrip(".")
+        # the resume takes the parameters it was started with: n_iter above all, which a
+        # continuation of a finished fit raised (the default would be refused)
+        p = meta.get("params") if isinstance(meta, dict) else None
+        p = p if isinstance(p, dict) else {}
+        same = ", ".join(f"{k}={p[k]}" for k in ("n_iter", "n_chains") if p.get(k) is not None)
         hint = {"failed": f"it failed: {detail}. Fix the cause and fit again (overwrite=True)",
                 "running": f"it is still running ({detail})",
                 "interrupted": "it was stopped before the end; continue it with resume=True"
+                               + (f" and the parameters it was started with ({same}, ...)"
+                                  if same else "")
                 }.get(status, f"status {status!r}")
         raise CorruptStoreError(f"the fit at {path!r} did not finish: {hint}.")
     s = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
