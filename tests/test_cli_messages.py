@@ -645,6 +645,14 @@ def test_info_diagnostics_as_json_and_refused_for_a_fit_that_did_not_finish(tmp_
     assert json.loads(text)["diagnostics"]["chains"]["sigma2"]["r_hat"] is None
     # the stored summary's too (kept as the string "nan" in the attributes: docs/cli.md)
     assert json.loads(text)["summary"]["convergence"]["r_hat_sigma2"] is None
+    assert json.loads(text)["summary"]["convergence"]["judged"] is True
+    # a search sampler's verdict is no verdict: "judged": false beside it
+    agg = tmp_path / "agg.zarr"
+    assert main(["fit", str(tmp_path / "in.npy"), "--k", "2", "--out", str(agg), *FAST,
+                 "--sampler", "aggressive", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["info", str(agg), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]["convergence"]["judged"] is False
     assert main(["info", str(out), "--diagnostics"]) == 0
     text = capsys.readouterr().out
     for name in ("sigma2", "mse"):

@@ -726,7 +726,8 @@ def test_a_second_writer_is_refused_naming_the_holder(store, tmp_path):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert child.stdout.readline().decode().strip() == "started", child.stderr.read()
-        for kw in (dict(overwrite=True), dict(resume=True)):
+        # (a plain rerun too: it said "already exists, pass overwrite=True")
+        for kw in (dict(overwrite=True), dict(resume=True), {}):
             with pytest.raises(OutputLockedError, match=f"pid {child.pid} on host"):
                 bayesian_id(store, K, out=out, **kw, **KW, **SYNC)
         # the lock is the reason given first: what the running fit has there at that

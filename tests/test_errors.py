@@ -541,9 +541,10 @@ def test_workers_in_another_folder_read_a_relative_path_or_say_they_cannot(
         got = BayesianID(3, **FAST).fit("A.zarr", client=cluster_client)
         np.testing.assert_array_equal(got.columns_, want.columns_)
         assert got.mse_ == want.mse_ > 0
-        with pytest.raises(StoreNotFoundError, match="'A.zarr' is not visible from this "
-                           r"process \(pid \d+ on .*, working folder .*elsewhere'\): every "
-                           "Dask worker must see the client's local paths"):
+        with pytest.raises(StoreNotFoundError, match="'A.zarr' is not visible from the "
+                           r"process that reads it \(pid \d+ on .*, working folder "
+                           r".*elsewhere'; a Dask worker on a cluster\): every Dask worker "
+                           "must see the client's local paths"):
             BayesianID(3, **FAST).fit(zarr.open_array("A.zarr", mode="r"),
                                       client=cluster_client)
     finally:

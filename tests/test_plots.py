@@ -149,6 +149,12 @@ def test_too_few_draws_for_an_autocorrelation_say_so_and_the_cli_draws_the_rest(
         with pytest.raises(ParameterError, match="the chains kept 1 draw each, and an "
                            "autocorrelation up to lag 1 needs at least 3"):
             plot_autocorrelation(res, quantity=quantity)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        two = bayesian_id(A, 3, n_iter=30, burn_in=28, thin=1, random_state=0)
+    # two draws, one pair: no autocorrelation either (sigma^2's was drawn from it)
+    with pytest.raises(ParameterError, match="the chains kept 2 draws each"):
+        plot_autocorrelation(two, quantity="sigma2")
     fig = plot_overview(res)  # the panel says so instead
     assert "the chains kept 1 draw each" in fig.axes[-1].texts[0].get_text().replace("\n", " ")
     np.save(tmp_path / "a.npy", A)

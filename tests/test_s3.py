@@ -267,6 +267,10 @@ def test_an_output_url_with_an_empty_segment_never_deletes_the_input(s3, s3_inpu
         with pytest.raises(OutputLocationError, match=r"empty path segment \('//'\).*"
                            rf"'s3://{bucket}/(fit|B).zarr'"):
             call()
+    # '.' and '..' are key text on an object store, not resolved as in a local path
+    for odd in (f"s3://{bucket}/./fit.zarr", f"s3://{bucket}/x/../fit.zarr"):
+        with pytest.raises(OutputLocationError, match=r"has a '\.' or '\.\.' path segment"):
+            bayesian_id(url, K, out=odd, storage_options=so, **KW)
     assert s3.keys(bucket) == before
 
 
@@ -327,7 +331,7 @@ def test_no_credentials_at_all_is_refused_in_one_line(tmp_path, monkeypatch, cap
                          "s3://bucket/fit.zarr"], "the output"),
                        (["fit", "s3://bucket/A.zarr", "--k", "2", "--out",
                          str(tmp_path / "f.zarr")], "the input"),
-                       (["info", "s3://bucket/A.zarr"], "the input"),
+                       (["info", "s3://bucket/A.zarr"], "the store"),
                        (["convert", str(tmp_path / "a.npy"), "--out", "s3://bucket/x.zarr"],
                         "the output")]:
         assert main([*args, "-q"] if args[0] != "info" else args) == 2, args
@@ -356,7 +360,7 @@ def test_an_endpoint_that_does_not_answer_is_named_in_one_line(tmp_path, monkeyp
     np.save(tmp_path / "a.npy", _matrix())
     for args, what in [(["fit", "s3://bucket/A.zarr", "--k", "2", "--out",
                          "s3://bucket/fit.zarr", "-q"], "the output"),
-                       (["info", "s3://bucket/A.zarr"], "the input"),
+                       (["info", "s3://bucket/A.zarr"], "the store"),
                        (["convert", str(tmp_path / "a.npy"), "--out", "s3://bucket/x.zarr",
                          "-q"], "the output")]:
         assert main(args) == 2, args
@@ -366,7 +370,29 @@ def test_an_endpoint_that_does_not_answer_is_named_in_one_line(tmp_path, monkeyp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy"]
     with pytest.raises(StoreAccessError, match="cannot reach the object store of the input"):
         bayesian_id("s3://bucket/A.zarr", K, **KW)
+    # a result read back (it said "not a dask_bid output group", with tracebacks)
+    with pytest.raises(StoreAccessError, match="cannot reach the object store of the result"):
+        read_result("s3://bucket/fit.zarr")
     s3fs.S3FileSystem.clear_instance_cache()
+
+
+def test_a_worker_without_the_clients_credentials_is_said_as_such():
+    """Workers started without the AWS_* variables the client has: their write of an S3
+    output raised botocore's NoCredentialsError back to the client, an "internal error"
+    on the command line. The fit's cluster context says what it is (the error a task
+    raises is re-raised as is by Client.gather: here raised inside that context)."""
+    from botocore.exceptions import NoCredentialsError
+    from distributed import Client, LocalCluster
+
+    from dask_bid.engine.cluster import _scheduler_watch
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as lc, \
+            Client(lc, set_as_default=False) as client:
+        with pytest.raises(StoreAccessError, match="a Dask worker could not reach the object "
+                           r"store the client reaches \(NoCredentialsError: Unable to locate "
+                           "credentials\\): every worker needs the client's credentials"):
+            with _scheduler_watch(client):
+                raise NoCredentialsError()
 
 
 def test_a_read_only_bucket_is_refused_before_anything_is_written(s3, s3_input, tmp_path,
@@ -432,7 +458,7 @@ def test_a_chunk_this_process_may_not_read_is_not_called_damaged(s3, s3_input):
     s3.client().put_bucket_policy(Bucket=bucket, Policy=json.dumps(deny))
     try:
         with pytest.raises(StoreAccessError, match=f"cannot read the Zarr array at '{url}' "
-                           r"from this process \(pid .*Every Dask worker needs the "
+                           r"in the process that read it \(pid .*Every Dask worker needs the "
                            "credentials") as info:
             bayesian_id(url, K, storage_options=so, **KW)
         assert "damaged" not in str(info.value)

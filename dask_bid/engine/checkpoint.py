@@ -41,7 +41,9 @@ class StoreSpec:
     """Where a Zarr group lives: root path or URL and fsspec options (picklable)."""
 
     def __init__(self, root, storage_options=None):
-        self.root = str(root)
+        # a local folder by its absolute path: the spec travels to the Dask workers, which
+        # resolved a relative one against their own working folder
+        self.root = str(root) if "://" in str(root) else os.path.abspath(str(root))
         # a local checkpoint store of a fit whose input is on object storage: no options
         self.storage_options = (dict(storage_options) if storage_options and not self.local
                                 else None)

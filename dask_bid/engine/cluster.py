@@ -429,7 +429,10 @@ def _probe_scheduler(address, timeout):
     port), and read an HTTP server's reply as a message of 3 EiB (``MemoryError``). Plain
     ``tcp://`` only (TLS needs the security settings the Client gets). Run in a thread of
     its own: a notebook's thread already runs an event loop."""
-    if not str(address).startswith("tcp://"):
+    address = str(address)
+    if "://" not in address:  # "host:port" is a tcp address to distributed too
+        address = "tcp://" + address
+    if not address.startswith("tcp://"):
         return
     import asyncio
     import concurrent.futures
@@ -481,14 +484,26 @@ def _connect(address, timeout):
 
 @contextlib.contextmanager
 def _scheduler_watch(client):
-    """An error out of a fit whose client lost its scheduler (killed, restarted, the
-    network) is said as such: it came out as whatever the last call met (a cancelled
-    future, ``KeyError: 'workers'``), an "internal error" on the command line."""
+    """Errors of a fit on a cluster said as what they are: a client that lost its
+    scheduler (killed, restarted, the network), which came out as whatever the last call
+    met (a cancelled future, ``KeyError: 'workers'``), and a worker that cannot reach an
+    object store the client can (no credentials there: botocore's error), both an
+    "internal error" on the command line."""
     try:
         yield
     except DaskBidError:
         raise
     except Exception as exc:
+        from .remote import missing_credentials, unreachable_endpoint
+
+        if missing_credentials(exc) or unreachable_endpoint(exc):
+            from .._errors import StoreAccessError
+
+            raise StoreAccessError(
+                "a Dask worker could not reach the object store the client reaches "
+                f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}): every worker "
+                "needs the client's credentials and endpoint (the AWS_* environment "
+                "variables on the workers, or storage_options=).") from exc
         if getattr(client, "status", "running") == "running":
             raise
         addr = getattr(getattr(client, "scheduler", None), "address", None) or "?"

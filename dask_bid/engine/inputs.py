@@ -186,8 +186,9 @@ class GuardedZarrArray:
 
                 raise StoreNotFoundError(
                     f"the input store {self._path or os.fspath(root)!r} is not visible from "
-                    f"this process (pid {os.getpid()} on {socket.gethostname()!r}, working "
-                    f"folder {os.getcwd()!r}): every Dask worker must see the client's "
+                    f"the process that reads it (pid {os.getpid()} on "
+                    f"{socket.gethostname()!r}, working folder {os.getcwd()!r}; a Dask worker "
+                    "on a cluster): every Dask worker must see the client's "
                     "local paths (a shared file system), or put the store on object "
                     "storage.")
         self._seen = True
@@ -259,8 +260,9 @@ class GuardedZarrArray:
                 from .._errors import StoreAccessError
 
                 raise StoreAccessError(
-                    f"cannot read the Zarr array at {self._path!r} from this process (pid "
-                    f"{os.getpid()} on {socket.gethostname()!r}): {type(exc).__name__}: "
+                    f"cannot read the Zarr array at {self._path!r} in the process that "
+                    f"read it (pid {os.getpid()} on {socket.gethostname()!r}, a Dask worker "
+                    f"on a cluster): {type(exc).__name__}: "
                     f"{' '.join(str(exc).split())[:200]}. Every Dask worker needs the "
                     "credentials and the endpoint the client has (the AWS_* environment "
                     "variables on the workers, or storage_options=).") from exc

@@ -62,12 +62,13 @@ def access_error(path, exc, *, output=False, write=False):
     return None
 
 
-def check_bucket(path, storage_options=None, *, output=False):
+def check_bucket(path, storage_options=None, *, output=False, what=None):
     """Refuse a URL whose bucket is missing or refused to these credentials (one request).
 
     Local paths and protocols without buckets pass. Raises
     :class:`~dask_bid.StoreAccessError`, :class:`~dask_bid.StoreNotFoundError` (input) or
-    :class:`~dask_bid.OutputLocationError` (output).
+    :class:`~dask_bid.OutputLocationError` (output). ``what`` names the store in
+    messages (default "the input" / "the output").
     """
     if not is_url(path):
         return
@@ -86,14 +87,14 @@ def check_bucket(path, storage_options=None, *, output=False):
         fs.info(bucket)  # s3fs: HEAD on the bucket (no listing)
     except FileNotFoundError as exc:
         cls = OutputLocationError if output else StoreNotFoundError
-        what = "the output" if output else "the input"
+        what = what or ("the output" if output else "the input")
         raise cls(
             f"the bucket {bucket!r} of {what} {str(path)!r} does not exist. Create it, or "
             f"check the URL and the endpoint ({proto}://bucket/key).") from exc
     except PermissionError as exc:
         raise access_error(path, exc, output=output) from exc
     except Exception as exc:
-        what = "the output" if output else "the input"
+        what = what or ("the output" if output else "the input")
         if unreachable_endpoint(exc):
             raise StoreAccessError(
                 f"cannot reach the object store of {what} {str(path)!r} "

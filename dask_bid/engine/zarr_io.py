@@ -310,6 +310,12 @@ def check_url_segments(url, what="out"):
         raise OutputLocationError(
             f"{what} {url!r} has an empty path segment ('//'), which object stores read "
             f"inconsistently: write it with single slashes ({_url_key(url).rstrip('/')!r}).")
+    if sep and any(part in (".", "..") for part in rest.rstrip("/").split("/")):
+        # object stores keep them as key text ("x/../B.zarr" is its own key), where a
+        # local path would be resolved: refused rather than written somewhere unexpected
+        raise OutputLocationError(
+            f"{what} {url!r} has a '.' or '..' path segment, which an object store keeps "
+            "as part of the key: write the key without them.")
 
 
 def same_or_nested(a, b) -> bool:
@@ -443,19 +449,19 @@ def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_optio
         raise (access_error(out, exc, output=True) or exc) from exc
     if not exists:
         return False
+    if not is_url(out):
+        from .lock import lease_holder, locked_error
+
+        # a fit running there first: what it is writing at this moment (its metadata not
+        # yet, a checkpoint half) is no reason to refuse, nor is "it exists": the lock is
+        holder = lease_holder(out)
+        if holder is not None and not holder.get("mine"):
+            raise locked_error(out, holder)
     if not (overwrite or resume):
         raise OutputExistsError(
             f"the output {out!r} already exists. Pass {f['overwrite']} to replace it, "
             f"{f['resume']} to continue an interrupted fit there (or, with more iterations, a "
             "finished one), or choose another path.")
-    if not is_url(out):
-        from .lock import lease_holder, locked_error
-
-        # a fit running there first: what it is writing at this moment (its metadata not
-        # yet, a checkpoint half) is no reason to refuse, the lock is
-        holder = lease_holder(out)
-        if holder is not None and not holder.get("mine"):
-            raise locked_error(out, holder)
     meta = _result_meta(out, storage_options)
     what = "resume" if resume else "replace"
     if meta is None:
@@ -695,6 +701,10 @@ def read_result(path, *, storage_options=None):
     storage_options = url_options(path, storage_options)
     if not is_url(path) and not os.path.exists(path):
         raise StoreNotFoundError(f"no dask_bid result at {path!r}: the path does not exist.")
+    if is_url(path):  # a missing bucket, no credentials, an endpoint that does not answer
+        from .remote import check_bucket
+
+        check_bucket(path, storage_options, what="the result")
     try:
         g = zarr.open_group(path, mode="r", storage_options=storage_options)
         meta = g.attrs["dask_bid"]

@@ -212,15 +212,16 @@ def plot_autocorrelation(result, ax=None, *, max_lag=None, quantity="W", thresho
         max_lag = max(1, min(40, n_keep // 2))
     if not isinstance(max_lag, numbers.Integral) or max_lag < 1:
         raise ParameterError(f"max_lag must be a positive integer, got {max_lag!r}.")
-    per_chain = _acf_matrix(res, quantity, int(max_lag))
-    allr = np.concatenate([m for m in per_chain if m.size], axis=0) if any(
-        m.size for m in per_chain) else np.empty((0, max_lag + 1))
-    if allr.shape[0] == 0 and n_keep <= max_lag + 1:
-        # too short whatever the quantity: say so, not "use sigma2"
+    if n_keep <= max_lag + 1:
+        # too short whatever the quantity: say so, not "use sigma2" (and sigma^2's lag 1
+        # from two draws, one pair, was drawn as if it were an estimate)
         raise ParameterError(
             f"the chains kept {n_keep} draw{'s' if n_keep != 1 else ''} each, and an "
             f"autocorrelation up to lag {max_lag} needs at least {max_lag + 2}: fit more "
             "iterations after the burn-in.")
+    per_chain = _acf_matrix(res, quantity, int(max_lag))
+    allr = np.concatenate([m for m in per_chain if m.size], axis=0) if any(
+        m.size for m in per_chain) else np.empty((0, max_lag + 1))
     if allr.shape[0] == 0 and quantity == "W":
         raise ParameterError(
             f"no W draws to correlate: no chain kept more than {max_lag + 1} consecutive "

@@ -143,7 +143,7 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
     if is_url(spath):  # a missing bucket or credentials: said as such, not "not Zarr"
         from ...engine.remote import check_bucket
 
-        check_bucket(spath)
+        check_bucket(spath, what="the store")
     try:
         node = zarr.open(spath, mode="r")
     except Exception as exc:
@@ -468,6 +468,15 @@ def run(args):
         # (the stored summary holds them as the strings "nan" / "inf": null too)
         shown = dict(info, summary=_stored_numbers(info["summary"])) if "summary" in info \
             else info
+        conv = (shown.get("summary") or {}).get("convergence")
+        if isinstance(conv, dict):
+            from ...engine.summary import EXACT_SAMPLERS
+
+            # "converged" of a search sampler is thresholds met, not a verdict (the text
+            # says "not judged"): a reader of the JSON is told the same
+            sampler = (info.get("params") or {}).get("sampler")
+            shown["summary"] = dict(shown["summary"], convergence=dict(
+                conv, judged=sampler in EXACT_SAMPLERS))
         print(json.dumps(_json_safe(shown), indent=2, default=str, allow_nan=False))
         return 0
     lines = info_lines(info)
