@@ -238,7 +238,7 @@ def test_unreachable_scheduler_fails_fast(store):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("peer", ["silent", "http"])
+@pytest.mark.parametrize("peer", ["silent", "http", "silent-host:port"])
 def test_a_port_that_is_not_a_scheduler_is_refused_in_time(store, peer):
     """An address whose peer accepts the connection and then says nothing (another
     service's port, a scheduler's dashboard) made Client() wait without end; one that
@@ -260,7 +260,7 @@ def test_a_port_that_is_not_a_scheduler_is_refused_in_time(store, peer):
             except OSError:
                 return
             held.append(conn)
-            if peer == "http":
+            if peer == "http":  # (the others accept and say nothing)
                 conn.recv(100)
                 conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
 
@@ -269,9 +269,11 @@ def test_a_port_that_is_not_a_scheduler_is_refused_in_time(store, peer):
     try:
         with dask.config.set({"dask_bid.scheduler-timeout": 1}), pytest.raises(
                 SchedulerUnreachableError, match=f"127.0.0.1:{port}.* within 1 s "
-                + (r"\(OSError: Timed out" if peer == "silent" else
+                + (r"\(OSError: Timed out" if peer.startswith("silent") else
                    r"\(ValueError: it does not speak Dask's protocol")):
-            bayesian_id(path, K, client=f"tcp://127.0.0.1:{port}", **KW)
+            # an address without its scheme is a tcp one (it was not probed, and hung)
+            bayesian_id(path, K, client=("" if peer == "silent-host:port" else "tcp://")
+                        + f"127.0.0.1:{port}", **KW)
     finally:
         server.close()
         for conn in held:

@@ -538,9 +538,13 @@ def test_workers_in_another_folder_read_a_relative_path_or_say_they_cannot(
     cluster_client.run(os.chdir, str(elsewhere))
     try:
         want = BayesianID(3, **FAST).fit(store, **SYNC)
-        got = BayesianID(3, **FAST).fit("A.zarr", client=cluster_client)
+        # (a relative output too: the workers wrote its checkpoints into their folder,
+        # and the fit failed with "rel.zarr does not exist")
+        got = BayesianID(3, **FAST).fit("A.zarr", client=cluster_client, out="rel.zarr")
         np.testing.assert_array_equal(got.columns_, want.columns_)
         assert got.mse_ == want.mse_ > 0
+        assert (tmp_path / "rel.zarr" / "checkpoint").is_dir()
+        assert not (elsewhere / "rel.zarr").exists()
         with pytest.raises(StoreNotFoundError, match="'A.zarr' is not visible from the "
                            r"process that reads it \(pid \d+ on .*, working folder "
                            r".*elsewhere'; a Dask worker on a cluster\): every Dask worker "

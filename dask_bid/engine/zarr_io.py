@@ -529,6 +529,13 @@ def check_output_location(out, *, input_path=None, overwrite=False, resume=False
                         storage_options=storage_options)
 
 
+def _opened(out):
+    """Where the output group is opened: a local folder by its absolute path, since its
+    arrays (C, written by the Dask workers) travel to workers that resolved a relative
+    one against their own working folder."""
+    return out if is_url(out) else os.path.abspath(out)
+
+
 def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
                    storage_options=None, inputs=()):
     """Check ``out`` (:func:`check_output`) and open (or create) the output group.
@@ -545,7 +552,7 @@ def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
                                    inputs=inputs)
     if exists and resume:
         try:
-            g = zarr.open_group(out, mode="r+", storage_options=storage_options)
+            g = zarr.open_group(_opened(out), mode="r+", storage_options=storage_options)
         except Exception as exc:
             raise OutputLocationError(
                 f"resume=True but {out!r} is not a dask_bid output group ({exc}).") from exc
@@ -566,7 +573,8 @@ def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
                 f"cannot replace the output {out!r} ({type(exc).__name__}: {exc}). Check its "
                 "permissions, or choose another output path.") from exc
     try:
-        g = zarr.open_group(out, mode="w", zarr_format=3, storage_options=storage_options)
+        g = zarr.open_group(_opened(out), mode="w", zarr_format=3,
+                             storage_options=storage_options)
     except PermissionError as exc:
         raise write_error(out, exc) from exc
     except OSError as exc:
