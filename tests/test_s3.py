@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import uuid
+import warnings
 
 import numpy as np
 import pytest
@@ -92,6 +93,29 @@ class _S3:
         r = requests.post(f"{self.endpoint}/moto-api/reset-auth",
                           data=b"0" if on else b"inf", timeout=10)
         r.raise_for_status()
+
+
+def _forget_s3fs():
+    """Drop s3fs's cached filesystems (a test that changes the AWS_* environment), and
+    collect them here: their aiohttp sessions, some never opened to an endpoint that did
+    not answer, warned "Unclosed client session" (ResourceWarning) when collected later,
+    inside another test that turns warnings into errors."""
+    import gc
+
+    import s3fs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        s3fs.S3FileSystem.clear_instance_cache()
+        gc.collect()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_sessions_left_behind():
+    """The module's filesystems collected at its end (see :func:`_forget_s3fs`), not in
+    the next module's tests."""
+    yield
+    _forget_s3fs()
 
 
 @pytest.fixture(scope="module")
@@ -315,7 +339,6 @@ def test_no_credentials_at_all_is_refused_in_one_line(tmp_path, monkeypatch, cap
     """No key anywhere (environment, files, instance metadata): botocore's
     NoCredentialsError is not a PermissionError, and came out of the CLI as an "internal
     error" (exit 1), and of info as "is it a Zarr store?"."""
-    import s3fs
 
     from dask_bid.interface.cli import main
 
@@ -325,7 +348,7 @@ def test_no_credentials_at_all_is_refused_in_one_line(tmp_path, monkeypatch, cap
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    s3fs.S3FileSystem.clear_instance_cache()
+    _forget_s3fs()
     np.save(tmp_path / "a.npy", _matrix())
     for args, what in [(["fit", str(tmp_path / "a.npy"), "--k", "2", "--out",
                          "s3://bucket/fit.zarr"], "the output"),
@@ -348,7 +371,6 @@ def test_an_endpoint_that_does_not_answer_is_named_in_one_line(tmp_path, monkeyp
     """AWS_ENDPOINT_URL at a port where nothing listens: botocore's
     EndpointConnectionError came out of the CLI as an "internal error" (exit 1) after its
     retries, and raw from the Python API."""
-    import s3fs
 
     from dask_bid.interface.cli import main
 
@@ -356,7 +378,7 @@ def test_an_endpoint_that_does_not_answer_is_named_in_one_line(tmp_path, monkeyp
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ADMIN[0])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", ADMIN[1])
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # botocore's retries: the suite's time
-    s3fs.S3FileSystem.clear_instance_cache()
+    _forget_s3fs()
     np.save(tmp_path / "a.npy", _matrix())
     for args, what in [(["fit", "s3://bucket/A.zarr", "--k", "2", "--out",
                          "s3://bucket/fit.zarr", "-q"], "the output"),
@@ -373,7 +395,7 @@ def test_an_endpoint_that_does_not_answer_is_named_in_one_line(tmp_path, monkeyp
     # a result read back (it said "not a dask_bid output group", with tracebacks)
     with pytest.raises(StoreAccessError, match="cannot reach the object store of the result"):
         read_result("s3://bucket/fit.zarr")
-    s3fs.S3FileSystem.clear_instance_cache()
+    _forget_s3fs()
 
 
 def test_a_worker_without_the_clients_credentials_is_said_as_such():
@@ -425,20 +447,19 @@ def test_a_read_only_bucket_is_refused_before_anything_is_written(s3, s3_input, 
         to_zarr(_matrix(), f"s3://{bucket}/B.zarr", storage_options=so)
     # the command line's conversion of a file into it (it said "permission denied on a
     # file", naming none)
-    import s3fs
 
     from dask_bid.interface.cli import main
 
     for k, v in (("AWS_ACCESS_KEY_ID", ADMIN[0]), ("AWS_SECRET_ACCESS_KEY", ADMIN[1]),
                  ("AWS_ENDPOINT_URL", s3.endpoint), ("AWS_DEFAULT_REGION", "us-east-1")):
         monkeypatch.setenv(k, v)
-    s3fs.S3FileSystem.clear_instance_cache()
+    _forget_s3fs()
     np.save(tmp_path / "a.npy", _matrix())
     try:
         assert main(["convert", str(tmp_path / "a.npy"), "--out",
                      f"s3://{bucket}/conv.zarr", "-q"]) == 2
     finally:
-        s3fs.S3FileSystem.clear_instance_cache()
+        _forget_s3fs()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"cannot write the output 's3://{bucket}/conv.zarr'" in err[0], err
     assert s3.keys(bucket) == before  # nothing written, replaced or deleted

@@ -489,6 +489,8 @@ def _scheduler_watch(client):
     met (a cancelled future, ``KeyError: 'workers'``), and a worker that cannot reach an
     object store the client can (no credentials there: botocore's error), both an
     "internal error" on the command line."""
+    # its address now: a client that lost its scheduler may no longer say it
+    addr = getattr(getattr(client, "scheduler", None), "address", None) or "?"
     try:
         yield
     except DaskBidError:
@@ -506,7 +508,6 @@ def _scheduler_watch(client):
                 "variables on the workers, or storage_options=).") from exc
         if getattr(client, "status", "running") == "running":
             raise
-        addr = getattr(getattr(client, "scheduler", None), "address", None) or "?"
         raise SchedulerUnreachableError(
             f"the Dask scheduler {addr} stopped answering during the fit "
             f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); the output, if "
