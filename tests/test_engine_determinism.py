@@ -266,7 +266,7 @@ def test_cli_scheduler_and_workers_match_sync(store, reference, cli_cluster, tmp
         if state.iteration == 15:
             _SCHEDULERS[cli_cluster].kill()
 
-    with dask.config.set({"dask_bid.scheduler-timeout": 2}), \
+    with dask.config.set({"dask_bid.scheduler-timeout": 1}), \
             pytest.raises(SchedulerUnreachableError, match=f"the Dask scheduler {cli_cluster} "
                           "stopped answering during the fit .*resume=True continues the "
                           "same chain"):
