@@ -406,14 +406,14 @@ def test_a_worker_without_the_clients_credentials_is_said_as_such():
     from botocore.exceptions import NoCredentialsError
     from distributed import Client, LocalCluster
 
-    from dask_bid.engine.cluster import _scheduler_watch
+    from dask_bid.engine.cluster import _cluster_errors
 
     with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as lc, \
             Client(lc, set_as_default=False) as client:
         with pytest.raises(StoreAccessError, match="a Dask worker could not reach the object "
                            r"store the client reaches \(NoCredentialsError: Unable to locate "
                            "credentials\\): every worker needs the client's credentials"):
-            with _scheduler_watch(client):
+            with _cluster_errors(client):
                 raise NoCredentialsError()
 
 

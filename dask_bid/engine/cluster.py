@@ -454,11 +454,11 @@ def _probe_scheduler(address, timeout):
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         try:
             reply = pool.submit(asyncio.run, ask()).result(3 * timeout + 5)
-        except OSError:
-            raise
-        except (TimeoutError, concurrent.futures.TimeoutError) as exc:
+        except TimeoutError as exc:  # (before OSError, its base class)
             raise TimeoutError(f"no answer to the Dask handshake within {timeout:g} s: is "
                                "it a Dask scheduler's port?") from exc
+        except OSError:
+            raise
         except Exception as exc:  # undecodable bytes: another protocol (HTTP ...)
             raise ValueError(f"it does not speak Dask's protocol ({type(exc).__name__}): is "
                              "it a Dask scheduler's port?") from exc
@@ -483,7 +483,7 @@ def _connect(address, timeout):
 
 
 @contextlib.contextmanager
-def _scheduler_watch(client):
+def _cluster_errors(client):
     """Errors of a fit on a cluster said as what they are: a client that lost its
     scheduler (killed, restarted, the network), which came out as whatever the last call
     met (a cancelled future, ``KeyError: 'workers'``), and a worker that cannot reach an
@@ -526,7 +526,7 @@ def cluster_executor(client=None, *, timeout=None, n_workers=2,
         c = _connect(client, scheduler_timeout() if timeout is None else timeout)
         try:
             check_worker_versions(c)
-            with _scheduler_watch(c):
+            with _cluster_errors(c):
                 yield DistributedExecutor(c)
         finally:
             c.close()
@@ -537,7 +537,7 @@ def cluster_executor(client=None, *, timeout=None, n_workers=2,
                 f"client must be a distributed.Client, a scheduler address string, "
                 f"'synchronous' or None, got {type(client).__name__}.")
         check_worker_versions(client)
-        with _scheduler_watch(client):
+        with _cluster_errors(client):
             yield DistributedExecutor(client)
         return
     from distributed import Client
@@ -548,7 +548,7 @@ def cluster_executor(client=None, *, timeout=None, n_workers=2,
         current = None
     if current is not None:
         check_worker_versions(current)
-        with _scheduler_watch(current):
+        with _cluster_errors(current):
             yield DistributedExecutor(current)
         return
     if _sync_configured():
