@@ -174,8 +174,12 @@ def _finish_tasks_per_iteration(ts):
     # results (a result travels ahead of its task's "finished" message, engine/reports.py)
     per = [counts[n] for n in sorted(counts, key=int)][1:-1]
     assert len(per) >= KW["n_iter"] // 2, counts
-    assert len(set(per)) == 1, counts
-    return per[0]
+    # the usual count, and never more tasks than it: an iteration after a checkpoint
+    # reload may find every block on one worker (the hints follow the states) and pack
+    # them into one task (seen once in CI under load), which is no regression
+    usual = max(set(per), key=per.count)
+    assert max(per) == usual and per.count(usual) >= len(per) // 2, counts
+    return usual
 
 
 @pytest.mark.timeout(240)
