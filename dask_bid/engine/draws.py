@@ -31,6 +31,8 @@ import warnings
 
 import numpy as np
 
+from .result import stored_sampler
+
 __all__ = ["to_inference_data", "import_arviz", "as_result", "retained_iterations", "mse_draws",
            "w_draws"]
 
@@ -162,9 +164,7 @@ def to_inference_data(result):
     attrs = {
         "inference_library": "dask_bid",
         "model": str(p.get("model", "")),
-        # older results recorded aggressive=True/False instead of a sampler name
-        "sampler": str(p.get("sampler") or ("aggressive" if p.get("aggressive", True)
-                                            else "plain")),
+        "sampler": stored_sampler(p),
         "n_iter": int(p.get("n_iter", res.trace.shape[1])),
         "burn_in": int(p.get("burn_in", 0)),
         "thin": int(p.get("thin", 1)),

@@ -75,6 +75,7 @@ def check_bucket(path, storage_options=None, *, output=False, what=None):
     import fsspec
 
     proto, bucket = bucket_of(path)
+    what = what or ("the output" if output else "the input")
     try:
         fs, _ = fsspec.core.url_to_fs(str(path), **(storage_options or {}))
     except (ImportError, ValueError) as exc:
@@ -87,14 +88,12 @@ def check_bucket(path, storage_options=None, *, output=False, what=None):
         fs.info(bucket)  # s3fs: HEAD on the bucket (no listing)
     except FileNotFoundError as exc:
         cls = OutputLocationError if output else StoreNotFoundError
-        what = what or ("the output" if output else "the input")
         raise cls(
             f"the bucket {bucket!r} of {what} {str(path)!r} does not exist. Create it, or "
             f"check the URL and the endpoint ({proto}://bucket/key).") from exc
     except PermissionError as exc:
         raise access_error(path, exc, output=output) from exc
     except Exception as exc:
-        what = what or ("the output" if output else "the input")
         if unreachable_endpoint(exc):
             raise StoreAccessError(
                 f"cannot reach the object store of {what} {str(path)!r} "

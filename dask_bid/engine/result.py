@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["BIDResult", "WIntervals", "TRACE_DTYPE", "draws_interval"]
+__all__ = ["BIDResult", "WIntervals", "TRACE_DTYPE", "draws_interval", "stored_sampler"]
 
 TRACE_DTYPE = np.dtype([("mse", "f8"), ("sigma2", "f8"), ("accepted", "?"),
                         ("accept_prob", "f8")])
@@ -134,15 +134,15 @@ class BIDResult:
             mse += f", mse_observed={self.mse_observed:.6g}"
         from .summary import EXACT_SAMPLERS
 
-        try:
-            conv = self.convergence()
-            check = "converged" if conv.converged else "NOT converged"
-        except Exception:  # too few draws to judge
-            check = "convergence not judged"
-        # older results recorded aggressive=True/False instead of a sampler name
-        sampler = p.get("sampler") or ("aggressive" if p.get("aggressive", True) else "plain")
+        sampler = stored_sampler(p)
         if sampler not in EXACT_SAMPLERS:  # no known target to converge to
             check = f"convergence not judged ({sampler} sampler)"
+        else:
+            try:
+                conv = self.convergence()
+                check = "converged" if conv.converged else "NOT converged"
+            except Exception:  # too few draws to judge
+                check = "convergence not judged"
         model = f"{str(p.get('model', '?')).upper()} {p.get('sampler', '?')}"
         chains = f"{n_chains} chain{'s' if n_chains != 1 else ''}"
         return (f"BIDResult(columns=[{shown}], A {self.n_samples} x {self.n_features}, "
@@ -262,6 +262,14 @@ class BIDResult:
         from .draws import to_inference_data
 
         return to_inference_data(self)
+
+
+def stored_sampler(params) -> str:
+    """The sampler of a fit's stored parameters: ``sampler`` if recorded, else the older
+    ``aggressive`` flag (results written before samplers had names)."""
+    if params.get("sampler"):
+        return str(params["sampler"])
+    return "aggressive" if params.get("aggressive", True) else "plain"
 
 
 def _tails(prob) -> tuple[float, float]:

@@ -364,23 +364,14 @@ def foreign_entries(out):
     accepted."""
     bad = []
 
-    def in_progress(path, rel):
-        for name in sorted(os.listdir(path)):
-            full, r = os.path.join(path, name), f"{rel}{name}"
-            if _ZARR_PARTIAL.match(name):
-                continue
-            if os.path.isdir(full):
-                (node if os.path.isfile(os.path.join(full, "zarr.json")) else in_progress)(
-                    full, r + "/")
-            else:
-                bad.append(r)
-
-    def node(path, rel):
-        try:
-            with open(os.path.join(path, "zarr.json"), encoding="utf-8") as fh:
-                kind = json.load(fh).get("node_type")
-        except (OSError, ValueError, AttributeError):
-            kind = None
+    def node(path, rel, kind=None):
+        # kind: "group" for a group's child folder without zarr.json (being written)
+        if kind is None:
+            try:
+                with open(os.path.join(path, "zarr.json"), encoding="utf-8") as fh:
+                    kind = json.load(fh).get("node_type")
+            except (OSError, ValueError, AttributeError):
+                kind = None
         for name in sorted(os.listdir(path)):
             full, r = os.path.join(path, name), f"{rel}{name}"
             if (name == "zarr.json" and kind is not None) or _ZARR_PARTIAL.match(name):
@@ -388,8 +379,8 @@ def foreign_entries(out):
             if kind == "array" and name == "c" and os.path.isdir(full):
                 chunks(full, r + "/")
             elif kind == "group" and os.path.isdir(full):
-                (node if os.path.isfile(os.path.join(full, "zarr.json")) else in_progress)(
-                    full, r + "/")
+                node(full, r + "/", None if os.path.isfile(os.path.join(full, "zarr.json"))
+                     else "group")
             else:
                 bad.append(r)
 

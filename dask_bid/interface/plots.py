@@ -329,13 +329,13 @@ def plot_inclusion(result, ax=None, *, planted=None, labels=None):
 
 def _k_and_mse(obj):
     """(family, K, mse) of a BIDResult, BayesianID, RandomizedID or open_result object."""
+    from ..engine.result import stored_sampler
     from .result import BIDResult
 
     if isinstance(obj, BIDResult):
         p = obj.params
         family = str(p.get("model", "gbt")).upper()
-        # older results recorded aggressive=True/False instead of a sampler name
-        sampler = p.get("sampler") or ("aggressive" if p.get("aggressive", True) else "plain")
+        sampler = stored_sampler(p)
         if sampler != "collapsed":  # another chain: its own line, not merged with the default
             family += f" {sampler}"
         return family, len(obj.columns), float(obj.mse)

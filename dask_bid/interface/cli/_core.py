@@ -210,11 +210,10 @@ def short_list(values, limit=12) -> str:
 
 
 def sampler_label(params) -> str:
-    """The sampler of stored parameters: ``sampler`` if recorded, else the older
-    ``aggressive`` flag (aggressive / plain)."""
-    if params.get("sampler"):
-        return str(params["sampler"])
-    return "aggressive" if params.get("aggressive", True) else "plain"
+    """The sampler of stored parameters (:func:`dask_bid.engine.result.stored_sampler`)."""
+    from ...engine.result import stored_sampler
+
+    return stored_sampler(params)
 
 
 def fmt_g(x) -> str:

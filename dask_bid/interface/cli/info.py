@@ -474,9 +474,8 @@ def run(args):
 
             # "converged" of a search sampler is thresholds met, not a verdict (the text
             # says "not judged"): a reader of the JSON is told the same
-            sampler = (info.get("params") or {}).get("sampler")
             shown["summary"] = dict(shown["summary"], convergence=dict(
-                conv, judged=sampler in EXACT_SAMPLERS))
+                conv, judged=sampler_label(info.get("params") or {}) in EXACT_SAMPLERS))
         print(json.dumps(_json_safe(shown), indent=2, default=str, allow_nan=False))
         return 0
     lines = info_lines(info)

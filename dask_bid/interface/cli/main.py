@@ -12,6 +12,7 @@ from ._core import (
     CLIError,
     Parser,
     cli_words,
+    is_url,
     one_line,
     quiet_libraries,
     user_cache_dir,
@@ -131,7 +132,7 @@ def main(argv=None) -> int:
         try:
             hint = ""
             out = str(getattr(args, "out", None) or "")
-            if getattr(args, "command", "") == "fit" and out and "://" not in out \
+            if getattr(args, "command", "") == "fit" and out and not is_url(out) \
                     and not os.path.exists(out):
                 # stopped before the fit wrote anything (converting, compiling, starting
                 # the cluster): there is nothing to continue

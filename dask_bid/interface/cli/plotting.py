@@ -97,7 +97,7 @@ def write_plots(res, kinds, stem, *, dpi=110):
                 # too few W draws of the reported basis: sigma^2 is defined for every draw
                 ax = plots.plot_autocorrelation(res, quantity="sigma2")
         except ParameterError as exc:
-            skipped.append((kind, str(exc).replace("quantity='sigma2', ", "")))
+            skipped.append((kind, str(exc)))
             plots.close("all")
             continue
         fig = np.ravel(ax)[0].figure
