@@ -184,6 +184,21 @@ def test_check_cluster_versions_skips_what_runs_here(A):
     assert check_cluster_versions(None) is None
 
 
+def test_a_cluster_without_workers_is_said_once_a_fit(A, caplog):
+    # the check before the output exists and the one at connect time both said it
+    import threading
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0",
+                      silence_logs=logging.ERROR) as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        threading.Timer(1.0, cluster.scale, (1,)).start()  # a worker joins later
+        with caplog.at_level(logging.WARNING, logger="dask_bid"):
+            est = BayesianID(3, **FAST).fit(A, client=client)
+    assert est.components_.shape == (3, 10)
+    said = [r for r in caplog.records if "has no worker yet" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in said]
+
+
 def test_deploy_doc_and_error_row():
     text = (DOCS / "deploy.md").read_text()
     for needle in ("Client(\"tcp://", "SLURMCluster", "PBSCluster", "KubeCluster",

@@ -475,6 +475,47 @@ def test_a_failed_fit_marks_its_output_failed(tmp_path):
         read_result(out)
 
 
+def test_a_fit_that_failed_after_a_checkpoint_says_a_resume_continues_it(store, tmp_path,
+                                                                          capsys):
+    # a failure after a checkpoint (a lost scheduler, a full disk) was told to start afresh
+    # (overwrite=True) only, though resume=True continues the same chain from there
+    from dask_bid.interface.cli import main
+
+    out = str(tmp_path / "r.zarr")
+
+    def fail(st):
+        if st.iteration == 25:
+            raise RuntimeError("the disk is full")
+
+    with pytest.raises(RuntimeError, match="disk is full"):
+        bayesian_id(store, K, out=out, callback=fail, **KW, **SYNC)
+    assert output_status(out)[0] == "failed"
+    with pytest.raises(CorruptStoreError, match=r"it failed: .*disk is full.*or continue it "
+                       r"from its last checkpoint \(iteration 20\) with resume=True and the "
+                       r"parameters it was started with \(n_iter=30, n_chains=1"):
+        read_result(out)
+    assert main(["info", out]) == 0
+    text = capsys.readouterr().out
+    assert "the same dask-bid fit with --resume continues from its last checkpoint" in text
+    assert "saved      20 of 30 iterations" in text
+    res = bayesian_id(store, K, out=out, resume=True, **KW, **SYNC)
+    assert_same_chain(bayesian_id(store, K, **KW, **SYNC), res)
+    # a failure before any checkpoint: nothing to continue, so nothing said of resuming
+    out2 = str(tmp_path / "r2.zarr")
+
+    def fail_early(st):
+        if st.iteration == 5:
+            raise RuntimeError("the disk is full")
+
+    with pytest.raises(RuntimeError):
+        bayesian_id(store, K, out=out2, callback=fail_early, **KW, **SYNC)
+    with pytest.raises(CorruptStoreError, match=r"disk is full\. Fix the cause and fit again "
+                       r"\(overwrite=True\)\.$"):
+        read_result(out2)
+    assert main(["info", out2]) == 0
+    assert "run the same dask-bid fit again: it replaces a failed fit" in capsys.readouterr().out
+
+
 def test_an_interrupted_fit_is_marked_interrupted_not_running(store, tmp_path):
     out = str(tmp_path / "r.zarr")
     _interrupted(store, out)

@@ -205,7 +205,7 @@ def _describe_workers(addresses, n_workers):
     return f"{shown}{more} ({len(addresses)} of {n_workers} workers)"
 
 
-def check_worker_versions(client, packages=CHECKED_PACKAGES):
+def check_worker_versions(client, packages=CHECKED_PACKAGES, *, warn_empty=True):
     """Refuse a cluster whose workers import other versions of ``packages`` than this client.
 
     Runs one small function on each worker (``Client.run``: no task, nothing on the
@@ -217,6 +217,9 @@ def check_worker_versions(client, packages=CHECKED_PACKAGES):
     client : distributed.Client
     packages : sequence of str
         Default :data:`CHECKED_PACKAGES`.
+    warn_empty : bool
+        Log that a cluster without workers cannot be checked (the fit's own check at
+        connect time does; the one before its output exists does not: said once a fit).
 
     Returns
     -------
@@ -243,7 +246,7 @@ def check_worker_versions(client, packages=CHECKED_PACKAGES):
         known = frozenset()
     new = sorted(a for a in workers if ident[a] not in known)
     if not new:
-        if not workers:
+        if not workers and warn_empty:
             log.warning("the Dask cluster has no worker yet: the package versions of the "
                         "workers that join later are not checked by this fit")
         return {}
@@ -298,12 +301,12 @@ def check_cluster_versions(client):
             return
         c = _connect(client, scheduler_timeout())
         try:
-            check_worker_versions(c)
+            check_worker_versions(c, warn_empty=False)
         finally:
             c.close()
         return
     if hasattr(client, "run") and hasattr(client, "scheduler_info"):
-        check_worker_versions(client)
+        check_worker_versions(client, warn_empty=False)
 
 
 def _sync_configured() -> bool:

@@ -720,7 +720,20 @@ def read_result(path, *, storage_options=None):
         p = meta.get("params") if isinstance(meta, dict) else None
         p = p if isinstance(p, dict) else {}
         same = ", ".join(f"{k}={p[k]}" for k in ("n_iter", "n_chains") if p.get(k) is not None)
-        hint = {"failed": f"it failed: {detail}. Fix the cause and fit again (overwrite=True)",
+        resumable = ""
+        if status == "failed":
+            import contextlib
+
+            from .checkpoint import saved_iterations
+
+            with contextlib.suppress(Exception):
+                saved = saved_iterations(g)
+                if any(saved.values()):  # a failure after a checkpoint: a resume goes on
+                    resumable = (", or continue it from its last checkpoint (iteration "
+                                 f"{max(saved.values())}) with resume=True and the "
+                                 f"parameters it was started with ({same}, ...)")
+        hint = {"failed": f"it failed: {detail}. Fix the cause and fit again (overwrite=True)"
+                          + resumable,
                 "running": f"it is still running ({detail})",
                 "interrupted": "it was stopped before the end; continue it with resume=True"
                                + (f" and the parameters it was started with ({same}, ...)"

@@ -260,7 +260,7 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
     if meta.get("status") != "complete" and "checkpoint" in node:
         info["checkpoints"] = sorted(node["checkpoint"].group_keys()) + sorted(
             node["checkpoint"].array_keys())
-    if info["status"] in ("running", "interrupted"):
+    if info["status"] in ("running", "interrupted", "failed"):
         from ...engine.checkpoint import saved_iterations
 
         # how far each chain got: what a resume continues from (0: from its start)
@@ -371,9 +371,13 @@ def info_lines(info) -> list[str]:
             lines.append(f"  status     {status}")
         elif status == "failed":
             reason = cli_words(str(info.get("error") or "no reason recorded").split(". ")[0])
+            saved = any(info.get("saved_iterations") or ())
             lines.append(f"  status     failed: {reason}  "
-                         "(fix the cause and run the same dask-bid fit again: it replaces "
-                         "a failed fit)")
+                         + ("(fix the cause, then the same dask-bid fit with --resume "
+                            "continues from its last checkpoint, or without it starts afresh, "
+                            "replacing the failed fit)" if saved else
+                            "(fix the cause and run the same dask-bid fit again: it replaces "
+                            "a failed fit)"))
         elif status == "running":
             lines.append(f"  status     running  ({info.get('status_detail')})")
         else:
