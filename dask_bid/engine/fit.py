@@ -45,10 +45,12 @@ from .zarr_io import (
     FORMAT_VERSION,
     check_output_location,
     default_chunks,
+    is_url,
     jsonable,
     local_path,
     mark_failed,
     prepare_output,
+    remove_zarr_partials,
     stored_column_names,
     url_options,
     valid_column_names,
@@ -861,6 +863,8 @@ class _Fit:
                                 ckpt.prune(c, keep=1)
                         else:
                             ckpt.remove_all()
+                        if not is_url(self.out):  # what a kill before the resume left
+                            remove_zarr_partials(local_path(self.out))
                         res.C = da.from_zarr(group["C"])
                     elif src.kind == "sparse":  # dense, NaN where unobserved
                         from .sparse_backend import dense_columns

@@ -16,6 +16,7 @@ Layout of the output group written by a fit with ``out=`` (see ``docs/engine.md`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -46,6 +47,7 @@ __all__ = [
     "check_output",
     "check_output_location",
     "mark_failed",
+    "remove_zarr_partials",
     "output_status",
 ]
 
@@ -349,6 +351,21 @@ def _result_meta(out, storage_options=None):
 
 #: the temporary file of a Zarr (LocalStore) atomic write, renamed into place at its end
 _ZARR_PARTIAL = re.compile(r"^.*\.[0-9a-f]{32}\.partial$")
+
+
+def remove_zarr_partials(out) -> int:
+    """Delete what killed Zarr writes left in the local output ``out`` (the temporary files
+    ``<name>.<32 hex digits>.partial`` of its atomic writes; Zarr warns of each when it
+    lists the group) once a resumed fit has rewritten the group; returns their count.
+    Only files of that name: nothing of anyone else's is touched."""
+    n = 0
+    for root, _, files in os.walk(out):
+        for name in files:
+            if _ZARR_PARTIAL.match(name):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(root, name))
+                    n += 1
+    return n
 
 
 def foreign_entries(out):
