@@ -824,6 +824,40 @@ def test_lock_in_one_process_and_stale_leases(tmp_path):
         OutputLock(out).acquire()
 
 
+def test_a_lease_whose_pid_was_reused_is_not_a_running_fit(tmp_path):
+    # a killed fit's lease names its pid; another process given that pid later made
+    # `info` (and the refusals) say "running" until the heartbeat went stale (2 min)
+    import socket
+
+    from dask_bid.engine.lock import lease_holder
+
+    out = str(tmp_path / "o.zarr")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        Path(lock_path(out)).write_text(json.dumps(
+            {"host": socket.gethostname(), "pid": other.pid, "start": time.time(),
+             "heartbeat": time.time()}))  # a live pid, no flock: nobody holds it
+        assert lease_holder(out) is None
+        with OutputLock(out):  # held (flock) by this process: live, and "mine"
+            assert lease_holder(out)["mine"] is True
+        # held by another process: live, not mine
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import sys, time; from dask_bid.engine.lock import "
+             "OutputLock; OutputLock(sys.argv[1]).acquire(); print('held', flush=True); "
+             "time.sleep(60)", out], stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            found = lease_holder(out)
+            assert found is not None and found["pid"] == holder.pid and not found["mine"]
+        finally:
+            holder.kill()
+            holder.wait()
+        assert lease_holder(out) is None  # killed: its lease stays, its flock does not
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_no_nan_is_reported_as_success():
     from dask_bid.engine.scaling import check_finite_result
 

@@ -13,7 +13,9 @@ Two mechanisms, so that a lock is never left stuck and never taken twice:
   no ``flock``, the lease below decides alone);
 - a lease found on disk is *stale* (taken over) when its owner is on this host and its pid
   is gone, or when its heartbeat is older than :data:`STALE_SECONDS` (owners on other hosts
-  sharing the file system, where ``flock`` may not reach).
+  sharing the file system, where ``flock`` may not reach). Whether a lease of this host
+  is held (``info``'s "running", the refusals) is asked of ``flock`` too: a killed
+  fit's pid reused by another process is no holder.
 
 The lease is removed when the fit ends, whatever the outcome. Outputs given as URLs
 (object stores) are not locked: there is no portable atomic create there.
@@ -82,13 +84,39 @@ def describe(lease) -> str:
             f"heartbeat {time.time() - float(lease.get('heartbeat', 0)):.0f} s ago")
 
 
+def _flock_free(path):
+    """Whether no process holds the ``flock`` of lease file ``path`` (True), one does
+    (False), or it cannot be told (None: no ``flock`` here or on that file system)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return False if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK) else None
+    else:
+        return True
+    finally:
+        os.close(fd)  # and with it the shared lock just taken
+
+
 def lease_holder(out):
     """The live lease of output ``out`` (a dict, with ``"mine"``: whether this process
     holds it), or None when nobody holds it."""
     if "://" in str(out):
         return None
-    lease = read_lease(lock_path(out))
+    path = lock_path(out)
+    lease = read_lease(path)
     if lease is None or _is_stale(lease):
+        return None
+    # on this host the kernel's lock says it exactly: a killed fit whose pid was reused
+    # by another process read as running until its heartbeat went stale
+    if lease.get("host") == socket.gethostname() and _flock_free(path):
         return None
     return {**lease, "mine": (lease.get("host") == socket.gethostname()
                               and lease.get("pid") == os.getpid())}
