@@ -43,6 +43,49 @@ def pytest_configure(config):
     dask.config.set({"distributed.worker.profile.enabled": False})
 
 
+    _warm_kernels(config)
+
+
+def _warm_kernels(config):
+    """With an empty numba cache, compile the kernels once, in two processes at once,
+    before pytest-xdist starts its test processes (tests/_warm_kernels.py says why).
+    Only in the controller of a parallel run: a worker, or a run with ``-n 0``, compiles
+    lazily as before. Its failure is no test result: the tests themselves then fail."""
+    import subprocess
+    import sys
+    import time
+
+    if hasattr(config, "workerinput") or not (getattr(config.option, "numprocesses", 0) or 0):
+        return
+    if getattr(config.option, "collectonly", False):
+        return
+    import dask_bid  # noqa: F401  (sets NUMBA_CACHE_DIR, which the parts inherit)
+
+    t = time.monotonic()
+    script = str(Path(__file__).with_name("_warm_kernels.py"))
+    parts = [subprocess.Popen([sys.executable, script, str(i)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for i in range(2)]
+    codes = []
+    for p in parts:
+        try:
+            codes.append(p.wait(timeout=600))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            codes.append(p.wait())
+    _WARMED.append((time.monotonic() - t, codes))
+
+
+_WARMED = []
+
+
+def pytest_report_header(config):
+    if _WARMED:
+        seconds, codes = _WARMED[0]
+        return (f"numba kernels compiled or loaded from the cache in {seconds:.1f} s "
+                f"(tests/_warm_kernels.py; exit codes {codes})")
+    return None
+
+
 def pytest_unconfigure(config):
     while _DASK_TMP:
         shutil.rmtree(_DASK_TMP.pop(), ignore_errors=True)
