@@ -6,7 +6,24 @@ gives the same advice as the engine without loading numba.
 
 import os
 
-__all__ = ["other_file_advice"]
+__all__ = ["other_file_advice", "local_path"]
+
+#: URL forms fsspec reads as this machine's files: a path to them (``file://localhost/p``
+#: is ``/p``)
+_LOCAL_PREFIXES = ("file://localhost/", "local://localhost/", "file://", "local://")
+
+
+def local_path(path):
+    """``file://`` and ``local://`` URLs (fsspec's names of this machine's files) as plain
+    paths; anything else unchanged. Every check of a path (the input is never the output,
+    the output's lock, what is in it) works on this form: ``local://`` passed as a URL got
+    past the check that the output is not the input, and the output's removal then
+    deleted both."""
+    path = os.fspath(path)
+    for prefix in _LOCAL_PREFIXES:
+        if path.startswith(prefix):
+            return ("/" if prefix.endswith("localhost/") else "") + path[len(prefix):]
+    return path
 
 #: Files people keep matrices in that are read by none of the paths: what to do instead
 OTHER_FILES = {

@@ -336,6 +336,13 @@ def test_file_urls_for_input_and_output(store, tmp_path):
     np.testing.assert_array_equal(np.asarray(back.C), A[:, res.columns])
     with pytest.raises(OutputLocationError):
         bayesian_id(url_in, K, client="synchronous", out=url_in, **KW)
+    # fsspec's other spellings of local files: file://localhost/p is /p (it was written to
+    # ./localhost/p), local:///p is /p; read back as the path they name
+    for url, where in (("file://localhost" + str(tmp_path / "h.zarr"), tmp_path / "h.zarr"),
+                       ("local://" + str(tmp_path / "l.zarr"), tmp_path / "l.zarr")):
+        res = bayesian_id("local://" + path, K, client="synchronous", out=url, **KW)
+        np.testing.assert_array_equal(read_result(str(where)).components, res.components)
+        np.testing.assert_array_equal(read_result(url).components, res.components)
 
 
 def test_a_sharded_store_gives_the_chain_of_the_unsharded_one(store, tmp_path, capsys):

@@ -23,6 +23,7 @@ import os
 import re
 
 from .._errors import CheckpointError
+from .._files import local_path
 from .._warn import warn
 from .serialize import load_state, save_state
 
@@ -51,7 +52,7 @@ class StoreSpec:
     @property
     def local(self) -> bool:
         """Whether the group is a directory of this machine (a path or a file:// URL)."""
-        return "://" not in self.root or self.root.startswith("file://")
+        return "://" not in local_path(self.root)
 
     def __repr__(self):
         return f"StoreSpec({self.root!r})"
@@ -131,7 +132,7 @@ class Checkpointer:
         of a metadata write in progress (``zarr.<hex>.partial``), which another chain's
         thread may be making at that moment. Only checkpoint names are kept anyway."""
         if self.spec.local:
-            path = os.path.join(self.spec.root.removeprefix("file://"), "checkpoint")
+            path = os.path.join(local_path(self.spec.root), "checkpoint")
             try:
                 return [n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n))]
             except FileNotFoundError:

@@ -483,6 +483,8 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
     _check_engine_kwargs(out, overwrite, resume, checkpoint_every, chunks, callback,
                          keep_final_state)
     check_client_arg(client)
+    if out is not None:  # file:// and local:// name this machine's files: checked as such
+        out = local_path(out)
     if not isinstance(allow_missing_chunks, (bool, np.bool_)):
         raise ParameterError(
             f"allow_missing_chunks must be True or False, got {allow_missing_chunks!r}.")

@@ -22,7 +22,7 @@ from .._errors import (
     NotAnArrayError,
     StoreNotFoundError,
 )
-from .._files import other_file_advice
+from .._files import local_path, other_file_advice
 
 __all__ = [
     "MatrixSource",
@@ -333,9 +333,7 @@ def open_zarr_array(path, *, storage_options=None):
     """Open an existing Zarr array read-only, with errors that say what is wrong."""
     import zarr
 
-    spath = os.fspath(path)
-    if spath.startswith("file://"):
-        spath = spath[len("file://"):]
+    spath = local_path(path)
     if not _is_url(spath) and not os.path.exists(spath):
         raise StoreNotFoundError(
             f"no Zarr store at {spath!r}: the path does not exist. Check the path, or write "

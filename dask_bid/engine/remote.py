@@ -11,6 +11,7 @@ read or write into one-line dask_bid errors (:func:`access_error`).
 from __future__ import annotations
 
 from .._errors import OutputLocationError, StoreAccessError, StoreNotFoundError
+from .._files import local_path
 
 __all__ = ["is_url", "bucket_of", "check_bucket", "access_error", "missing_credentials",
            "CREDENTIALS_HINT", "BUCKET_PROTOCOLS"]
@@ -26,7 +27,7 @@ CREDENTIALS_HINT = ("pass them in storage_options ({'key': ..., 'secret': ..., "
 
 
 def is_url(path) -> bool:
-    return "://" in str(path) and not str(path).startswith("file://")
+    return "://" in local_path(str(path))
 
 
 def bucket_of(path):

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._errors import CorruptStoreError, IncompleteStoreError, InputShapeError, StoreNotFoundError
+from .._files import local_path
 from .inputs import MatrixSource
 
 __all__ = ["SPARSE_ATTR", "SPARSE_FORMAT", "SPARSE_VERSION", "SparseZarrReader",
@@ -300,9 +301,7 @@ def _check_shape(shape, where):
 
 def open_sparse(path, *, storage_options=None) -> SparseSource:
     """Open a sparse store (refusing one whose conversion did not finish)."""
-    spath = os.fspath(path)
-    if spath.startswith("file://"):
-        spath = spath[len("file://"):]
+    spath = local_path(path)
     if not _is_url(spath) and not os.path.exists(spath):
         raise StoreNotFoundError(f"no sparse store at {spath!r}: the path does not exist.")
     try:
@@ -460,9 +459,7 @@ def as_sparse_source(A, *, storage_options=None):
     if type(A).__module__.startswith("scipy.sparse"):
         return sparse_source(A)
     if isinstance(A, (str, os.PathLike)):
-        spath = os.fspath(A)
-        if spath.startswith("file://"):
-            spath = spath[len("file://"):]
+        spath = local_path(A)
         if is_sparse_store(spath, storage_options):
             return open_sparse(spath, storage_options=storage_options)
     return None

@@ -27,6 +27,7 @@ import numpy as np
 
 from .._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX, MISSING_ATTR, ROW_NAMES_ATTR
 from .._errors import OutputExistsError, OutputLocationError
+from .._files import local_path
 
 __all__ = [
     "default_chunks",
@@ -67,12 +68,6 @@ FULL_WIDTH_COLS = 8192
 
 def is_url(path) -> bool:
     return "://" in str(path)
-
-
-def local_path(path):
-    """``file://`` URLs as plain paths (local directories are created as needed)."""
-    path = os.fspath(path)
-    return path[len("file://"):] if path.startswith("file://") else path
 
 
 def url_options(path, storage_options):
@@ -323,7 +318,7 @@ def check_url_segments(url, what="out"):
 def same_or_nested(a, b) -> bool:
     """Whether paths ``a`` and ``b`` are equal or one contains the other."""
     # file:// URLs name local paths: compare them as such
-    a, b = (str(x)[len("file://"):] if str(x).startswith("file://") else x for x in (a, b))
+    a, b = (local_path(x) for x in (a, b))
     if is_url(a) or is_url(b):
         # object stores read "bkt//A.zarr" as "bkt/A.zarr" in some calls and not in others
         # (s3fs: exists no, remove yes): compared without repeated slashes
