@@ -6,7 +6,7 @@ gives the same advice as the engine without loading numba.
 
 import os
 
-__all__ = ["other_file_advice", "local_path"]
+__all__ = ["other_file_advice", "local_path", "file_stamp", "same_file"]
 
 #: URL forms fsspec reads as this machine's files: a path to them (``file://localhost/p``
 #: is ``/p``)
@@ -51,3 +51,23 @@ def other_file_advice(path) -> str | None:
     """What the file at ``path`` is and what to do instead, by its suffix (None when it
     is not one of :data:`OTHER_FILES`)."""
     return OTHER_FILES.get(os.path.splitext(str(path))[1].lower())
+
+
+def file_stamp(path) -> dict:
+    """What a conversion records of the file it read, to tell whether a later fit of the
+    same path reads the same file: its absolute path, size, modification time and change
+    time. The change time is set by the kernel on every write and cannot be set back
+    (``cp -p``, ``rsync -t`` and ``touch -r`` restore the modification time of a changed
+    file, which then read as unchanged)."""
+    st = os.stat(path)
+    return {"path": os.path.abspath(path), "size": int(st.st_size),
+            "mtime_ns": int(st.st_mtime_ns), "ctime_ns": int(st.st_ctime_ns)}
+
+
+def same_file(recorded, path) -> bool:
+    """Whether ``recorded`` (a :func:`file_stamp`, or an older one without the change
+    time) describes the file at ``path`` as it is now."""
+    if not isinstance(recorded, dict):
+        return False
+    now = file_stamp(path)
+    return all(recorded.get(k) == now[k] for k in now if k != "ctime_ns" or k in recorded)

@@ -223,3 +223,17 @@ def test_a_store_of_another_file_of_that_name_or_of_an_older_version_is_named_so
     assert main(["fit", first, "--k", "2", "--out", str(out / "z.zarr"), "-q", *FAST]) == 2
     assert_one_line_error(capsys.readouterr().err, "was converted from an earlier version of "
                           f"{first!r} (the file changed since")
+    # a file replaced by another of the same size, its modification time set back (cp -p,
+    # rsync -t, touch -r) read as unchanged: the old conversion was fitted
+    import os
+
+    npy = tmp_path / "N.npy"
+    np.save(npy, A)
+    assert main(["fit", str(npy), "--k", "2", "--out", str(out / "n1.zarr"), "-q", *FAST]) == 0
+    st = os.stat(npy)
+    np.save(npy, A[::-1].copy())  # the same size
+    os.utime(npy, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(npy).st_size == st.st_size and os.stat(npy).st_mtime_ns == st.st_mtime_ns
+    assert main(["fit", str(npy), "--k", "2", "--out", str(out / "n2.zarr"), "-q", *FAST]) == 2
+    assert_one_line_error(capsys.readouterr().err, "was converted from an earlier version of "
+                          f"{str(npy)!r}")

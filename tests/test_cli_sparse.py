@@ -87,6 +87,14 @@ def test_a_conversion_read_otherwise_is_replaced_only_with_overwrite(tmp_path, c
     assert (store / "zarr.json").read_bytes() == before
     assert main([*fit, "--index-base", "1", "--out", str(tmp_path / "runs" / "c.zarr"),
                  "--overwrite"]) == 0
+    # another file of the same size, its modification time set back (cp -p, touch -r)
+    st = os.stat(src)
+    text = src.read_text()
+    src.write_text(text.replace("881250949", "881250948", 1))  # a timestamp: same size
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(src).st_size == st.st_size
+    assert main([*fit, "--index-base", "1", "--out", str(tmp_path / "runs" / "d.zarr")]) == 2
+    assert_one_line_error(capsys.readouterr().err, "from an earlier version of")
 
 
 def test_a_sparse_store_is_fitted_as_it_is(tmp_path, capsys):

@@ -824,6 +824,57 @@ def test_lock_in_one_process_and_stale_leases(tmp_path):
         OutputLock(out).acquire()
 
 
+def test_a_symbolic_link_is_never_written_through(store, tmp_path, capsys):
+    """`--out latest.zarr/ --overwrite`, latest.zarr a link to a result, emptied the result
+    (rmtree follows "link/") and then failed: the old result gone, no new one. A link as
+    the output is refused, whatever it points to; so is one where the lock file goes
+    (its target was truncated to the lease), and a symbolically linked parent folder is
+    the same output, with the same lock."""
+    from dask_bid.interface.cli import main
+
+    kept = tmp_path / "k3.zarr"
+    bayesian_id(store, K, out=str(kept), **KW, **SYNC)
+    before = tree_digest(kept)
+    link = tmp_path / "latest.zarr"
+    link.symlink_to(kept.name)
+    for out in (str(link), str(link) + "/"):
+        for kw in (dict(overwrite=True), dict(resume=True)):
+            with pytest.raises(OutputLocationError, match="is a symbolic link .*never through "
+                               "a link: pass the path it points to"):
+                bayesian_id(store, K, out=out, **kw, **KW, **SYNC)
+        assert main(["fit", store, "--k", str(K), "--out", out, "--overwrite", "-q",
+                     "--scheduler", "synchronous", "--n-iter", "30"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--out" in err and "symbolic link" in err, err
+    dangling = tmp_path / "d.zarr"
+    dangling.symlink_to("nowhere.zarr")
+    with pytest.raises(OutputLocationError, match="which does not exist"):
+        bayesian_id(store, K, out=str(dangling), **KW, **SYNC)
+    # to_zarr's overwrite: a store it wrote, reached by a link
+    written = tmp_path / "w.zarr"
+    to_zarr(_matrix(), str(written), chunks=CHUNKS)
+    w_before = tree_digest(written)
+    (tmp_path / "w-link.zarr").symlink_to(written.name)
+    with pytest.raises(OutputLocationError, match="symbolic link"):
+        to_zarr(_matrix(), str(tmp_path / "w-link.zarr") + "/", overwrite=True)
+    assert tree_digest(kept) == before and tree_digest(written) == w_before
+    # the lock file's place holds a link to a file of the user's
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes")
+    Path(lock_path(str(tmp_path / "r.zarr"))).symlink_to(notes.name)
+    with pytest.raises(OutputLocationError, match="lock file .* is a symbolic link"):
+        bayesian_id(store, K, out=str(tmp_path / "r.zarr"), **KW, **SYNC)
+    assert notes.read_text() == "my notes"
+    # one folder by two spellings: one lock
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs-link").symlink_to("runs")
+    assert lock_path(str(tmp_path / "runs" / "r.zarr")) == lock_path(
+        str(tmp_path / "runs-link" / "r.zarr"))
+    with OutputLock(str(tmp_path / "runs" / "r.zarr")):
+        with pytest.raises(OutputLockedError):
+            bayesian_id(store, K, out=str(tmp_path / "runs-link" / "r.zarr"), **KW, **SYNC)
+
+
 def test_a_lease_whose_pid_was_reused_is_not_a_running_fit(tmp_path):
     # a killed fit's lease names its pid; another process given that pid later made
     # `info` (and the refusals) say "running" until the heartbeat went stale (2 min)

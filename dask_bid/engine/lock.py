@@ -36,6 +36,9 @@ from .._errors import OutputLocationError, OutputLockedError
 __all__ = ["OutputLock", "lock_path", "read_lease", "lease_holder", "locked_error",
            "HEARTBEAT_SECONDS", "STALE_SECONDS"]
 
+#: ``open`` flag that refuses a symbolic link as the file itself (0 where there is none)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
 #: Seconds between heartbeats of a held lease.
 HEARTBEAT_SECONDS = 10.0
 #: A lease whose heartbeat is older than this is stale.
@@ -43,9 +46,12 @@ STALE_SECONDS = 120.0
 
 
 def lock_path(out) -> str:
-    """The lease file of output ``out``: ``<out>.dask_bid.lock`` beside it."""
+    """The lease file of output ``out``: ``<out>.dask_bid.lock`` beside it, in the folder
+    its parents' symbolic links resolve to (two spellings of one folder, ``runs/r.zarr``
+    and ``link-to-runs/r.zarr``, are one output with one lock)."""
     out = os.path.abspath(os.fspath(out)).rstrip(os.sep)
-    return out + ".dask_bid.lock"
+    parent, name = os.path.split(out)
+    return os.path.join(os.path.realpath(parent), name) + ".dask_bid.lock"
 
 
 def read_lease(path):
@@ -156,8 +162,14 @@ class OutputLock:
         for _ in range(20):
             try:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                # never through a link put where the lock goes (its target was truncated)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o644)
             except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise OutputLocationError(
+                        f"the lock file of {self.out!r}, {self.path!r}, is a symbolic link: "
+                        "dask_bid never writes through one. Remove the link (or choose "
+                        "another output path).") from exc
                 # makedirs(exist_ok=True) raises FileExistsError only for a file in the way
                 why = (f"[Errno 20] Not a directory: {exc.filename!r}"
                        if isinstance(exc, FileExistsError) else str(exc))

@@ -49,6 +49,7 @@ __all__ = [
     "check_output_location",
     "mark_failed",
     "remove_zarr_partials",
+    "refuse_symlink",
     "output_status",
 ]
 
@@ -107,7 +108,26 @@ def _exists(path, storage_options=None) -> bool:
     return os.path.exists(path) and (not os.path.isdir(path) or bool(os.listdir(path)))
 
 
+def refuse_symlink(path, what="the output"):
+    """Refuse a local write target that is itself a symbolic link (its parents may be).
+
+    Replacing one removed what it points to (``shutil.rmtree("link/")`` follows the link,
+    then fails on it: the old result gone, no new one), and a lock taken by the link's
+    name let a second fit write the same folder beside a running one."""
+    if path is None or is_url(path):
+        return
+    p = os.fspath(path).rstrip(os.sep) or os.sep
+    if os.path.islink(p):
+        target = os.readlink(p)
+        gone = "" if os.path.exists(p) else ", which does not exist"
+        raise OutputLocationError(
+            f"{what} {os.fspath(path)!r} is a symbolic link (to {target!r}{gone}); dask_bid "
+            "writes and replaces folders, never through a link: pass the path it points to, "
+            "or another path.")
+
+
 def _remove(path, storage_options=None):
+    refuse_symlink(path)  # never the target of a link (the checks before say so first)
     if is_url(path):
         import fsspec
 
@@ -171,6 +191,7 @@ def to_zarr(array, path, *, chunks=None, overwrite=False, storage_options=None):
 
         check_url_segments(path, "path")
         check_bucket(path, storage_options, output=True)
+    refuse_symlink(path, "path")
     _check_not_read_from(array, path)
     if _exists(path, storage_options):
         if not overwrite:
@@ -241,6 +262,7 @@ def check_replaceable_array(path, storage_options=None):
     (marked ``dask_bid_array``) holding nothing else; anything else is the user's."""
     import zarr
 
+    refuse_symlink(path, "the store")
     if not is_url(path) and os.path.isdir(path) and not os.listdir(path):
         return
     try:
@@ -436,6 +458,7 @@ def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_optio
                 f"{f['out']} {out!r} is the input {os.fspath(ip)!r}, contains it or lies "
                 f"inside it; the input is never written or deleted. Choose an output path "
                 "outside the input.")
+    refuse_symlink(out, f["out"])
     if not is_url(out) and os.path.isfile(out):
         raise OutputLocationError(f"{f['out']} {out!r} is an existing file, not a directory "
                                   "(an output is a Zarr group, a directory): choose another "

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._errors import InputShapeError, NonFiniteInputError, ParameterError, StoreNotFoundError
+from .._files import file_stamp
 from .._na import NA_TOKENS
 from ..engine.sparse_store import (
     _check_shape,
@@ -351,8 +352,7 @@ def _write_buckets(path, dst, scan, edges, indptr, index_base, columns, overwrit
     try:
         g = create_sparse_group(
             dst, scan.shape, indptr, edges, overwrite=overwrite,
-            source={"kind": "triplets", "path": os.path.abspath(path),
-                    "size": os.path.getsize(path), "mtime_ns": os.stat(path).st_mtime_ns,
+            source={"kind": "triplets", **file_stamp(path),
                     "index_base": int(index_base),
                     "columns": [c if isinstance(c, str) else int(c) for c in columns]},
             extra={"n_nan_dropped": int(scan.n_nan)})

@@ -52,9 +52,9 @@ SUBNORMAL_ATTR = "dask_bid_n_subnormal"
 
 
 def _source_stamp(path):
-    st = os.stat(path)
-    return {"path": os.path.abspath(path), "size": int(st.st_size),
-            "mtime_ns": int(st.st_mtime_ns)}
+    from ..._files import file_stamp
+
+    return file_stamp(path)
 
 
 def _not_this_conversion(existing, src, dst, stamp) -> str:
@@ -170,7 +170,7 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
         check_text_columns(src, layout)
     existing = _open_existing(dst)
     if existing is not None:
-        if existing.attrs.get("dask_bid_converted_from") == stamp:
+        if _same_source(existing, src):
             _check_reusable(existing, src, dst, fill_missing, overwrite)
             _check_layout(existing, src, dst, layout, overwrite)
             rechunk = chunks is not None and tuple(existing.chunks) != tuple(chunks)
@@ -301,7 +301,13 @@ def source_changed(src, dst) -> bool:
     existing = _open_existing(dst)
     if existing is None or _unfinished(existing):
         return False
-    return existing.attrs.get("dask_bid_converted_from") != _source_stamp(src)
+    return not _same_source(existing, src)
+
+
+def _same_source(existing, src) -> bool:
+    from ..._files import same_file
+
+    return same_file(existing.attrs.get("dask_bid_converted_from"), src)
 
 
 def converted_from(dst) -> str | None:
