@@ -214,6 +214,32 @@ def test_what_a_killed_zarr_write_leaves_does_not_block_resume_or_overwrite(stor
     bayesian_id(store, K, out=str(out), overwrite=True, **KW, **SYNC)
 
 
+@pytest.mark.parametrize("where", ["my_recon", "checkpoint/my_recon", "draws/mine",
+                                   "mygroup"])
+def test_a_zarr_node_of_the_users_in_a_result_is_never_deleted(store, tmp_path, where):
+    """An array (or group) the user added to a result is not the fit's: `--overwrite`
+    deleted it silently (any Zarr node counted as dask_bid's). Refused, as a file is."""
+    out = tmp_path / "fit.zarr"
+    bayesian_id(store, K, out=str(out), **KW, **SYNC)
+    g = zarr.open_group(str(out), mode="r+")
+    if where == "mygroup":
+        g.create_group("mygroup").create_array("x", shape=(3,), dtype="f8")[:] = 42
+    else:
+        g.create_array(where, shape=(5,), dtype="f8")[:] = 42
+    before = tree_digest(out)
+    for kw in (dict(overwrite=True), dict(resume=True, n_iter=40)):
+        with pytest.raises(OutputExistsError, match=f"holds {where}, which dask_bid did not "
+                                                    "write"):
+            bayesian_id(store, K, out=str(out), **{**KW, **SYNC, **kw})
+    assert tree_digest(out) == before
+    # the fit's own nodes, a finished fit's checkpoint and traced draws included, are its
+    del g[where]
+    bayesian_id(store, K, out=str(out), overwrite=True, trace_columns=[0, 1],
+                **{**KW, "n_iter": 40}, **SYNC)
+    bayesian_id(store, K, out=str(out), resume=True, trace_columns=[0, 1],
+                **{**KW, "n_iter": 50}, **SYNC)
+
+
 def test_a_resume_records_where_it_read_and_how_it_checkpoints(store, tmp_path):
     """A resume from a copy of the input (same content: accepted) with another
     checkpoint cadence: the stored metadata named the first run's input path and

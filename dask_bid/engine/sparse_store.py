@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +38,20 @@ from .inputs import MatrixSource
 
 __all__ = ["SPARSE_ATTR", "SPARSE_FORMAT", "SPARSE_VERSION", "SparseZarrReader",
            "SparseMemoryReader", "SparseSource", "is_sparse_store", "open_sparse",
-           "sparse_source", "write_sparse_blocks", "ENTRIES_PER_CHUNK"]
+           "sparse_source", "write_sparse_blocks", "ENTRIES_PER_CHUNK", "sparse_node"]
+
+_BLOCK_NAME = re.compile(r"^b\d{5,}$")
+
+
+def sparse_node(parts) -> bool:
+    """Whether a node at path ``parts`` in a sparse store is one its writer makes (the
+    layout above): an array of the user's added to the store is not, and is never
+    deleted with it."""
+    if parts[0] == "indptr" or parts == ("blocks",):
+        return len(parts) == 1
+    return (parts[0] == "blocks" and bool(_BLOCK_NAME.match(parts[1]))
+            and (len(parts) == 2 or (len(parts) == 3 and parts[2] in ("indices", "data"))))
+
 
 #: The group attribute that marks a sparse store, and its format name and version.
 SPARSE_ATTR = "dask_bid_sparse"

@@ -49,6 +49,7 @@ __all__ = [
     "check_output_location",
     "mark_failed",
     "remove_zarr_partials",
+    "result_node",
     "refuse_symlink",
     "output_status",
 ]
@@ -385,11 +386,37 @@ def remove_zarr_partials(out) -> int:
     return n
 
 
-def foreign_entries(out):
+#: The nodes of a result group (the module docstring's layout) by their path in it;
+#: inside ``traces`` (one array a traced quantity) and inside a checkpoint (the states'
+#: own nodes) any name is the writer's
+_RESULT_TOP = frozenset({"C", "W", "W_sd", "columns", "inclusion_probability", "traces",
+                         "draws", "checkpoint"})
+_RESULT_DRAWS = frozenset({"columns", "sigma2", "sse", "w_columns", "w_values"})
+_CHECKPOINT_NAME = re.compile(r"^c\d+-it\d+$")
+
+
+def result_node(parts) -> bool:
+    """Whether a node at path ``parts`` (names from the group down) is one a fit writes:
+    a Zarr array or group of the user's added to a result is not (``overwrite=True``
+    deleted it with the result)."""
+    top = parts[0]
+    if len(parts) == 1:
+        return top in _RESULT_TOP
+    if top == "draws":
+        return len(parts) == 2 and parts[1] in _RESULT_DRAWS
+    if top == "checkpoint":
+        return bool(_CHECKPOINT_NAME.match(parts[1]))
+    return top == "traces" and len(parts) == 2
+
+
+def foreign_entries(out, nodes=None):
     """Paths (relative to ``out``) in a local Zarr v3 node's directory tree that Zarr did
     not write: anything but a node's ``zarr.json``, a group's child nodes and an array's
     chunk files (``c/<digits>/.../<digits>``). Walked to the bottom: a file of the user's
     inside an array of a result (``W/notes.txt``) was deleted by ``overwrite=True``.
+    ``nodes``, a predicate on a child node's path (a tuple of names), says which Zarr
+    nodes are the writer's (e.g. :func:`result_node`); a node it refuses is foreign, and
+    what is below it is not walked.
 
     What a Zarr write cut off by a kill leaves is Zarr's too: the temporary file of its
     atomic write (``<name>.<32 hex digits>.partial``) and, in a group, a child folder
@@ -400,6 +427,9 @@ def foreign_entries(out):
 
     def node(path, rel, kind=None):
         # kind: "group" for a group's child folder without zarr.json (being written)
+        if rel and nodes is not None and not nodes(tuple(rel.rstrip("/").split("/"))):
+            bad.append(rel.rstrip("/"))
+            return
         if kind is None:
             try:
                 with open(os.path.join(path, "zarr.json"), encoding="utf-8") as fh:
@@ -496,7 +526,7 @@ def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_optio
             f"'dask_bid' attributes), and {f['overwrite']} only replaces dask_bid results "
             "or empty directories. Remove it yourself or choose another output path.")
     if not is_url(out):
-        foreign = foreign_entries(out)
+        foreign = foreign_entries(out, nodes=result_node)
         if foreign:
             shown = ", ".join(foreign[:4]) + (f" (+{len(foreign) - 4} more)"
                                                if len(foreign) > 4 else "")

@@ -409,9 +409,11 @@ def _sorted_block(path, tmp, b, c0, indptr, index_base):
 
 
 def _check_dst(dst, overwrite):
-    from ..engine.sparse_store import is_sparse_store
+    from ..engine.sparse_store import is_sparse_store, sparse_node
+    from ..engine.zarr_io import refuse_symlink
 
     d = os.fspath(dst)
+    refuse_symlink(d, "the store")
     if os.path.exists(d):
         empty_dir = os.path.isdir(d) and not os.listdir(d)
         if not overwrite:
@@ -423,7 +425,7 @@ def _check_dst(dst, overwrite):
                                  "path.")
         from ..engine.zarr_io import foreign_entries
 
-        foreign = [] if empty_dir else foreign_entries(d)
+        foreign = [] if empty_dir else foreign_entries(d, nodes=sparse_node)
         if foreign:  # the store is replaced whole: never with a file of the user's in it
             from .._errors import OutputExistsError
 
