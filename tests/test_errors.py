@@ -840,3 +840,25 @@ def test_input_store_is_never_written(store, tmp_path, case, request):
             bayesian_id(A_in, K, **kw)
     assert tree_digest(store) == before
     assert {p: os.stat(os.path.join(store, p)).st_mtime_ns for p in before} == mtimes
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("vague", [dict(tau_mu=1e-14), dict(alpha_t=1e-300)])
+def test_a_gbtn_hyperprior_with_no_mass_in_the_box_is_refused(vague):
+    """W drawn from the GBTN prior is a rejection sampler (a compiled loop Ctrl-C does not
+    stop); a hyperprior with almost no mass in the bounds made it run for ever."""
+    from dask_bid.kernels.priors import Priors, gbtn_box_mass
+
+    A = np.random.default_rng(0).standard_normal((30, 8))
+    with pytest.raises(ParameterError, match="GBTN hyperprior .* almost none of its mass in "
+                                             "the bounds"):
+        BayesianID(2, model="gbtn", **vague, **FAST).fit(A)
+    # the estimate of the mass: the default hyperprior's, against numerical integration
+    # over the Student-t marginal of w - mu (alpha_t = beta_t = 1: t with 2 dof, scale 1)
+    from scipy import integrate, stats
+
+    exact = integrate.quad(lambda m: stats.norm.pdf(m, scale=1 / np.sqrt(0.1))
+                           * (stats.t.cdf(1 - m, 2) - stats.t.cdf(-1 - m, 2)), -60, 60)[0]
+    est = gbtn_box_mass(Priors(hierarchical=True), n=20000)
+    assert abs(est - exact) < 5 * np.sqrt(exact * (1 - exact) / 20000), (est, exact)
+    BayesianID(2, model="gbtn", tau_mu=1e-5, **FAST).fit(A)  # vague, but it ends

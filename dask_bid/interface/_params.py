@@ -363,4 +363,25 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
                            alpha_sigma=out["alpha_sigma"], beta_sigma=out["beta_sigma"],
                            mu=out["mu"], tau=out["tau"], mu_mu=out["mu_mu"],
                            tau_mu=out["tau_mu"], alpha_t=out["alpha_t"], beta_t=out["beta_t"])
+    if out["priors"].hierarchical:
+        _check_gbtn_mass(out["priors"])
     return out
+
+
+#: Below this share of the GBTN hyperprior's mass in the box, drawing W from the prior
+#: (rejection: ~1/share draws an entry) is refused rather than left to run for hours
+GBTN_MIN_BOX_MASS = 1e-3
+
+
+def _check_gbtn_mass(pr):
+    from ..kernels.priors import gbtn_box_mass
+
+    mass = gbtn_box_mass(pr)
+    if mass < GBTN_MIN_BOX_MASS:
+        raise ParameterError(
+            f"the GBTN hyperprior (mu_mu={pr.mu_mu:g}, tau_mu={pr.tau_mu:g}, "
+            f"alpha_t={pr.alpha_t:g}, beta_t={pr.beta_t:g}) puts "
+            + ("almost none" if mass == 0 else f"only {mass:.1e}")
+            + f" of its mass in the bounds ({pr.a:g}, {pr.b:g}): W drawn from it (a rejection "
+            "sampler) would take about forever. Use a tighter hyperprior, e.g. the defaults "
+            "(tau_mu=0.1, alpha_t=1, beta_t=1).")

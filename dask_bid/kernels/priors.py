@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["Priors", "MODELS"]
+__all__ = ["Priors", "MODELS", "gbtn_box_mass"]
 
 MODELS = ("gbt", "gbtn")
 
@@ -28,3 +28,21 @@ class Priors(NamedTuple):
     tau_mu: float = 0.1
     alpha_t: float = 1.0
     beta_t: float = 1.0
+
+
+def gbtn_box_mass(priors, n=20000, seed=0) -> float:
+    """The share of the GBTN hyperprior's unconstrained draws of (mu, tau, w) with w in
+    the box [a, b]: the acceptance rate of the rejection sampler that draws W from the
+    prior (``sweep._prior_gbtn``), estimated by the same steps on ``n`` draws with a fixed
+    seed (numpy). A vague hyperprior (tau_mu = 1e-14, or alpha_t so small that the gamma
+    draw underflows to 0) makes it ~0, and that loop, compiled and without a way out,
+    never ends."""
+    import numpy as np
+
+    gen = np.random.default_rng(seed)
+    m = priors.mu_mu + gen.standard_normal(n) / np.sqrt(priors.tau_mu)
+    t = gen.standard_gamma(priors.alpha_t, n) / priors.beta_t
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        w = m + gen.standard_normal(n) / np.sqrt(t)
+    ok = (t > 0) & (w >= priors.a) & (w <= priors.b)
+    return float(ok.mean())
