@@ -262,3 +262,17 @@ def test_an_unguarded_script_is_refused_before_a_cluster_or_output(tmp_path):
     assert 'if __name__ == "__main__":' in last and 'client="synchronous"' in last
     assert "Nanny" not in done.stderr
     assert not (tmp_path / "out.zarr").exists()
+    # the program from standard input (`python - < fit.py`): its workers cannot import
+    # '<stdin>' at all, guarded or not (FileNotFoundError, "Nanny failed to start")
+    import subprocess
+    import sys
+
+    guarded = ("import dask_bid\n\nif __name__ == '__main__':\n"
+               "    dask_bid.bayesian_id('A.zarr', 2, n_iter=30, burn_in=10, out='out.zarr')\n")
+    done = subprocess.run([sys.executable, "-"], input=guarded, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("dask_bid._errors.UnguardedScriptError: this program runs from "
+                           "'<stdin>', not a file"), done.stderr
+    assert "Nanny" not in done.stderr and not (tmp_path / "out.zarr").exists()

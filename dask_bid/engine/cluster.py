@@ -325,6 +325,19 @@ def check_script_guard():
     tracebacks). A notebook, the REPL and ``python -c`` have no script to import again,
     and a call under the guard, or from a function called under it, is not at issue.
     """
+    import os
+    import sys
+
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    if isinstance(main_file, str) and not os.path.isfile(main_file):
+        # `python - < prog.py`: multiprocessing makes each worker run the main module from
+        # its __file__ ('<stdin>'), which is no file (FileNotFoundError, "Nanny failed to
+        # start", pages of tracebacks)
+        raise UnguardedScriptError(
+            f"this program runs from {main_file!r}, not a file, and the worker processes "
+            "of a local Dask cluster start by importing the program from its file: pass "
+            "client=\"synchronous\" (this process) or a running cluster's Client, or save "
+            "the program to a .py file and run that.")
     where = unguarded_script_call()
     if where is not None:
         path, line = where
