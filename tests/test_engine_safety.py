@@ -548,6 +548,39 @@ def test_a_fit_that_failed_after_a_checkpoint_says_a_resume_continues_it(store, 
     assert "run the same dask-bid fit again: it replaces a failed fit" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("how", ["replaced", "chunk removed", "rewritten in place"])
+def test_an_input_changed_during_the_fit_fails_it(store, tmp_path, how):
+    """The store replaced (another matrix of the same shape) or a chunk deleted while the
+    fit ran: the fit said "complete" with W and the MSE of the first matrix and C read
+    from the second (or zeros, a missing chunk read as the fill value)."""
+    import shutil
+
+    out = str(tmp_path / "r.zarr")
+    other = str(tmp_path / "B.zarr")
+    to_zarr(_matrix(seed=9), other, chunks=CHUNKS)
+
+    def change(st):
+        if st.iteration == 12:
+            if how == "replaced":  # rm -rf A.zarr; cp -rp B.zarr A.zarr (times kept)
+                shutil.rmtree(store)
+                shutil.copytree(other, store)
+            elif how == "chunk removed":
+                os.remove(next(p for p in Path(store).rglob("*") if p.is_file()
+                               and p.name != "zarr.json"))
+            else:
+                to_zarr(_matrix(seed=9), store, chunks=CHUNKS, overwrite=True)
+
+    with pytest.raises(InputChangedError, match="changed while the fit read it .*would mix two "
+                                                "matrices"):
+        bayesian_id(store, K, out=out, callback=change, **KW, **SYNC)
+    assert output_status(out)[0] == "failed"
+    # without an output too: the chain read it
+    shutil.rmtree(store)
+    to_zarr(_matrix(), store, chunks=CHUNKS)
+    with pytest.raises(InputChangedError):
+        bayesian_id(store, K, callback=change, **KW, **SYNC)
+
+
 def test_an_interrupted_fit_is_marked_interrupted_not_running(store, tmp_path):
     out = str(tmp_path / "r.zarr")
     _interrupted(store, out)

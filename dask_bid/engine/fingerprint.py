@@ -14,13 +14,15 @@ reads A once for the checksum before it touches any chain state or writes anythi
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 
 import numpy as np
 
 from .._errors import InputChangedError
 
 __all__ = ["tile_digest", "combine_digests", "metadata_fingerprint", "compare_metadata",
-           "compare_checksum"]
+           "compare_checksum", "StoreWatch"]
 
 
 def tile_digest(tile) -> str:
@@ -77,3 +79,59 @@ def compare_checksum(stored, now, where):
             f"{where!r} started on (checksum {now[:12]} now, {stored[:12]} then; shape, "
             "dtype and chunks are the same). Resume with the original input, or start a new "
             "fit (resume=False, overwrite=True).")
+
+
+class StoreWatch:
+    """Whether the files of a local input store changed while a fit read it.
+
+    The checksum above is taken once, in the first pass; later passes, and the copy of
+    the basis columns into the output's C at the end, read the store again. A store
+    replaced or deleted meanwhile (``rm -rf A.zarr; cp -r B.zarr A.zarr``, another fit's
+    ``--overwrite`` converting the same text file again) gave a fit that said "complete"
+    with its W and MSE from one matrix and its C from another (or zeros: missing chunks
+    read as the fill value). Every write to a file sets its change time (``st_ctime``),
+    which no copy can set back: :meth:`check` refuses a store with a file changed since
+    :meth:`start`, or with files added or removed. Object stores are not watched."""
+
+    def __init__(self, path):
+        from .._files import local_path
+
+        p = None if path is None else local_path(str(path))
+        self.path = p if p is not None and "://" not in p and os.path.isdir(p) else None
+        self.t0 = None
+        self.n_files = None
+
+    def _scan(self):
+        n, newest = 0, 0
+        for root, _, files in os.walk(self.path):
+            for f in files:
+                try:
+                    st = os.stat(os.path.join(root, f))
+                except FileNotFoundError:  # removed while listed: counted as a change
+                    continue
+                n += 1
+                newest = max(newest, st.st_ctime_ns)
+        return n, newest
+
+    def start(self):
+        if self.path is not None:
+            self.t0 = time.time_ns()
+            self.n_files = self._scan()[0]
+        return self
+
+    def check(self, what="the fit"):
+        """Raise :class:`~dask_bid.InputChangedError` if the store changed since start."""
+        if self.path is None or self.t0 is None:
+            return
+        if not os.path.isdir(self.path):
+            raise InputChangedError(
+                f"the input {self.path!r} was removed while {what} read it: the result would "
+                "not be of one matrix. Fit again on a store that stays in place.")
+        n, newest = self._scan()
+        if n != self.n_files or newest >= self.t0:
+            why = (f"{abs(n - self.n_files)} file(s) {'added' if n > self.n_files else 'removed'}"
+                   if n != self.n_files else "its files were written")
+            raise InputChangedError(
+                f"the input {self.path!r} changed while {what} read it ({why} after it "
+                "started): the result would mix two matrices. Fit again once the input "
+                "stays as it is (a copy of it to fit from, if something else writes it).")

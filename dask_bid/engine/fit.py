@@ -26,7 +26,7 @@ from .cluster import (
     cluster_executor,
 )
 from .dask_backend import DaskBackend, MaskedDaskBackend, TileSource, plan_layout
-from .fingerprint import compare_checksum, compare_metadata, metadata_fingerprint
+from .fingerprint import StoreWatch, compare_checksum, compare_metadata, metadata_fingerprint
 from .inputs import check_chunks, with_mask
 from .lock import OutputLock
 from .scaling import (
@@ -614,6 +614,8 @@ class _Fit:
 
         group, src, out = self.group, self.src, self.out
         scale = 0
+        # the input store's files, watched from here to the end (engine/fingerprint.py)
+        self.watch = StoreWatch(src.path if src.kind in ("zarr", "sparse") else None).start()
         if self.existing:
             stored = dict(group.attrs["dask_bid"])
             extending = _check_stored(stored, self.meta, self.entropy_given, out,
@@ -849,11 +851,13 @@ class _Fit:
                     res.sample_names = self.meta.get("sample_names")
                     res.continued_from, res.continued_from_chains = self._continued()
                     unscale_result(check_finite_result(res), scale)
+                    self.watch.check()
                     if group is not None:
                         if scale and src.kind != "sparse":
                             _write_C_direct(group, src, res.columns, layout)
                         else:
                             _write_C(group, backends[0], res.columns, layout, src)
+                        self.watch.check("the fit")  # C was read from it just now
                         write_result(group, res,
                                      w_chunk_cols=max(b - a for a, b in layout.blocks),
                                      extra_attrs={"status": "complete"})
