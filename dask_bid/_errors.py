@@ -26,6 +26,7 @@ __all__ = [
     "FitFailedError",
     "StoreAccessError",
     "UnguardedScriptError",
+    "ResultReplacedError",
     "ConvergenceWarning",
 ]
 
@@ -109,6 +110,11 @@ class StoreAccessError(DaskBidError, PermissionError):
 class UnguardedScriptError(DaskBidError, RuntimeError):
     """A script would start a local cluster from its top level, outside
     ``if __name__ == "__main__":``: each worker process would run the script again."""
+
+
+class ResultReplacedError(DaskBidError, RuntimeError):
+    """The output group a result reads its C from was written by another fit since
+    (``overwrite=True``, or a resume that extended it): open the result again."""
 
 
 class ConvergenceWarning(UserWarning):

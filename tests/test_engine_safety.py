@@ -581,6 +581,27 @@ def test_an_input_changed_during_the_fit_fails_it(store, tmp_path, how):
         bayesian_id(store, K, callback=change, **KW, **SYNC)
 
 
+def test_a_result_whose_output_another_fit_replaced_refuses_to_read_c(store, tmp_path):
+    """A result read (or returned) from an output, that output then fitted again with
+    overwrite=True: the old object's lazy C read the new fit's columns beside its own W."""
+    from dask_bid import ResultReplacedError
+
+    out = str(tmp_path / "r.zarr")
+    returned = bayesian_id(store, K, out=out, **KW, **SYNC)
+    opened = read_result(out)
+    A = _matrix()
+    np.testing.assert_array_equal(np.asarray(opened.C), A[:, opened.columns])
+    other = str(tmp_path / "B.zarr")
+    to_zarr(_matrix(seed=9), other, chunks=CHUNKS)
+    bayesian_id(other, K, out=out, overwrite=True, **KW, **SYNC)
+    for res in (returned, opened):
+        with pytest.raises(ResultReplacedError, match="written by another fit after this "
+                                                      "result was read"):
+            np.asarray(res.C)
+    again = read_result(out)
+    np.testing.assert_array_equal(np.asarray(again.C), _matrix(seed=9)[:, again.columns])
+
+
 def test_an_interrupted_fit_is_marked_interrupted_not_running(store, tmp_path):
     out = str(tmp_path / "r.zarr")
     _interrupted(store, out)

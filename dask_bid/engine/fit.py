@@ -12,6 +12,7 @@ import contextlib
 import logging
 import numbers
 import os
+import uuid
 
 import numpy as np
 
@@ -43,6 +44,7 @@ from .scaling import (
 from .scratch import scratch_checkpoints
 from .zarr_io import (
     FORMAT_VERSION,
+    RUN_ATTR,
     check_output_location,
     default_chunks,
     is_url,
@@ -51,6 +53,7 @@ from .zarr_io import (
     mark_failed,
     prepare_output,
     remove_zarr_partials,
+    result_columns,
     stored_column_names,
     url_options,
     valid_column_names,
@@ -871,7 +874,7 @@ class _Fit:
                             ckpt.remove_all()
                         if not is_url(self.out):  # what a kill before the resume left
                             remove_zarr_partials(local_path(self.out))
-                        res.C = da.from_zarr(group["C"])
+                        res.C = result_columns(self.out, self.storage_options, group["C"])
                     elif src.kind == "sparse":  # dense, NaN where unobserved
                         from .sparse_backend import dense_columns
 
@@ -903,7 +906,8 @@ def _write_C_direct(group, src, columns, layout):
     rows = layout.row_tiles[0][1] - layout.row_tiles[0][0]
     K = len(columns)
     C = group.create_array("C", shape=(layout.shape[0], K), dtype=np.float64,
-                           chunks=(rows, K), overwrite=True)
+                           chunks=(rows, K), overwrite=True,
+                           attributes={RUN_ATTR: uuid.uuid4().hex})  # this run's C
     x = src.to_dask()[:, np.asarray(columns, dtype=np.int64)].rechunk((rows, K))
     da.store(x.astype(np.float64), C, lock=False)
 
@@ -917,5 +921,6 @@ def _write_C(group, backend, columns, layout, src):
         rows = layout.row_tiles[0][1] - layout.row_tiles[0][0]
     K = len(columns)
     C = group.create_array("C", shape=(layout.shape[0], K), dtype=np.float64,
-                           chunks=(rows, K), overwrite=True)
+                           chunks=(rows, K), overwrite=True,
+                           attributes={RUN_ATTR: uuid.uuid4().hex})  # this run's C
     backend.write_columns(columns, C)

@@ -50,6 +50,8 @@ __all__ = [
     "mark_failed",
     "remove_zarr_partials",
     "result_node",
+    "result_columns",
+    "RUN_ATTR",
     "refuse_symlink",
     "output_status",
 ]
@@ -399,14 +401,16 @@ def result_node(parts) -> bool:
     """Whether a node at path ``parts`` (names from the group down) is one a fit writes:
     a Zarr array or group of the user's added to a result is not (``overwrite=True``
     deleted it with the result)."""
+    # (below an array's own folder, met only while its zarr.json is being written, the
+    # walk of foreign_entries judges the chunks)
     top = parts[0]
     if len(parts) == 1:
         return top in _RESULT_TOP
     if top == "draws":
-        return len(parts) == 2 and parts[1] in _RESULT_DRAWS
+        return parts[1] in _RESULT_DRAWS
     if top == "checkpoint":
         return bool(_CHECKPOINT_NAME.match(parts[1]))
-    return top == "traces" and len(parts) == 2
+    return True  # inside traces (an array a quantity), or below an array's folder
 
 
 def foreign_entries(out, nodes=None):
@@ -807,7 +811,7 @@ def read_result(path, *, storage_options=None):
         raise CorruptStoreError(f"the fit at {path!r} did not finish: {hint}.")
     s = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
     try:
-        return _read_complete(g, meta, s)
+        return _read_complete(g, meta, s, path, storage_options)
     except Exception as exc:
         raise CorruptStoreError(
             f"{path!r} is an incomplete or damaged dask_bid result ({type(exc).__name__}: "
@@ -822,8 +826,7 @@ def _num(x, kind=float, default=float("nan")):
         return default
 
 
-def _read_complete(g, meta, s):
-    import dask.array as da
+def _read_complete(g, meta, s, path, storage_options):
 
     from .result import TRACE_DTYPE, BIDResult
 
@@ -854,5 +857,52 @@ def _read_complete(g, meta, s):
         sample_names=valid_column_names(meta.get("sample_names"), n_samples),
         continued_from=_num(meta.get("continued_from"), int, None),
         continued_from_chains=_num(meta.get("continued_from_chains"), int, None))
-    res.C = da.from_zarr(g["C"]) if "C" in g else None
+    res.C = result_columns(path, storage_options, g["C"]) if "C" in g else None
     return res
+
+
+#: Attribute of a result's C: an id of the fit run that wrote it (a fresh one each run)
+RUN_ATTR = "dask_bid_run"
+
+
+class _ResultC:
+    """C of a result group, read lazily chunk by chunk, refusing a C that another run
+    wrote there since this result was read or returned: a result object kept in a
+    notebook while the same ``out`` was fitted again (``overwrite=True``) showed the new
+    fit's columns beside its own W, without a word."""
+
+    def __init__(self, group_path, storage_options, z):
+        self.path = group_path.rstrip("/") + "/C"
+        self.storage_options = storage_options
+        self.run = z.attrs.get(RUN_ATTR)
+        self.shape, self.dtype, self.chunks = tuple(z.shape), z.dtype, tuple(z.chunks)
+        self.ndim = len(self.shape)
+
+    def __getitem__(self, key):
+        import zarr
+
+        from .._errors import ResultReplacedError
+
+        try:
+            z = zarr.open_array(self.path, mode="r", storage_options=self.storage_options)
+            run = z.attrs.get(RUN_ATTR)
+        except Exception:  # removed, or not an array any more
+            z, run = None, object()
+        if run != self.run:
+            raise ResultReplacedError(
+                f"the result at {self.path.rsplit('/', 1)[0]!r} was written by another fit "
+                "after this result was read (overwrite, or a resume that extended it): its "
+                "C is no longer this result's. Read it again: "
+                "dask_bid.open_result(path) (or read_result).")
+        return z[key]
+
+
+def result_columns(group_path, storage_options, z):
+    """The lazy dask array of a result's C (``z``, its Zarr array) guarded by
+    :class:`_ResultC`."""
+    import dask.array as da
+
+    src = _ResultC(local_path(group_path), url_options(group_path, storage_options), z)
+    name = f"dask_bid-C-{src.run}" if src.run else None
+    return da.from_array(src, chunks=src.chunks, asarray=True, lock=False,
+                         name=name or False, meta=np.empty((0, 0), dtype=src.dtype))
