@@ -124,3 +124,31 @@ def test_masked_columns_with_fewer_observed_rows_than_k():
         ref = lsq_linear(C[o], A[o, n], bounds=(-1, 1), method="bvls", tol=1e-14).x
         assert _sse(C[o], A[o, [n]], W[:, [n]]) == pytest.approx(
             _sse(C[o], A[o, [n]], ref[:, None]), rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize("offset", [1e6, 1e7])
+def test_box_lstsq_is_accurate_for_an_ill_conditioned_basis(offset):
+    """Data with a large common offset make C ill-conditioned (cond 1.7e6-1.7e7 here): the
+    unconstrained solve by pinv(G) @ H left residuals 10^4-10^9 times the least-squares
+    ones (MSE 1564 and 2.8e9 where 0.30 is right), also through the fit's reported W. A
+    Cholesky solve is backward stable: its residual is within what the normal equations
+    allow, a relative excess of order eps cond(C)^2 (taken with a factor 100, plus 1 %)."""
+    from dask_bid import BayesianID
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((60, 3)) @ rng.uniform(-1, 1, (3, 20))
+    X = A + 0.01 * rng.standard_normal((60, 20)) + offset
+    J = [1, 18, 19]
+    C = X[:, J]
+    tol = 1e-2 + 100 * np.finfo(float).eps * np.linalg.cond(C) ** 2
+    W = box_lstsq(C.T @ C, C.T @ X)
+    best = sum(float(((X[:, n] - C @ lsq_linear(C, X[:, n], bounds=(-1, 1)).x) ** 2).sum())
+               for n in range(20))
+    got = float(((X - C @ W) ** 2).sum())
+    assert np.abs(W).max() <= 1 and got <= best * (1 + tol), (got, best, tol)
+    est = BayesianID(3, n_iter=60, burn_in=20, random_state=0).fit(X)
+    C = X[:, est.columns_]
+    best = sum(float(((X[:, n] - C @ lsq_linear(C, X[:, n], bounds=(-1, 1)).x) ** 2).sum())
+               for n in range(20))
+    tol = 1e-2 + 100 * np.finfo(float).eps * np.linalg.cond(C) ** 2
+    assert est.mse_ * X.size <= best * (1 + tol), (est.mse_ * X.size, best, tol)

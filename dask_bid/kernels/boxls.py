@@ -236,6 +236,41 @@ def box_qp(G, h, w0, a=-1.0, b=1.0, *, max_iter=None):
     return w
 
 
+#: the unconstrained solve factors G when every pivot of its Cholesky factor is above
+#: this times its diagonal entry (G numerically non-singular), else takes pinv(G) @ H
+_SOLVABLE = 1e-15
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _cholesky_columns(G, H, W):
+    # W = G^-1 H by one Cholesky factor and a solve per column (backward stable: the
+    # residual it leaves is as good as the Gram allows); False where G is singular at
+    # working precision (duplicated or dependent columns), W then untouched
+    K, nb = H.shape
+    L = np.zeros((K, K))
+    for j in range(K):
+        s = G[j, j]
+        for q in range(j):
+            s -= L[j, q] * L[j, q]
+        if not s > _SOLVABLE * G[j, j]:
+            return False
+        L[j, j] = np.sqrt(s)
+        for i in range(j + 1, K):
+            t = G[i, j]
+            for q in range(j):
+                t -= L[i, q] * L[j, q]
+            L[i, j] = t / L[j, j]
+    h = np.empty(K)
+    x = np.empty(K)
+    for n in range(nb):
+        for i in range(K):
+            h[i] = H[i, n]
+        cho_solve_into(L, h, x, K)
+        for i in range(K):
+            W[i, n] = x[i]
+    return True
+
+
 @njit(nogil=True, cache=True, error_model="numpy")
 def _box_columns(G, H, W, cols, a, b, max_iter):
     # box_qp of the listed columns of one block against one Gram (W holds their starts)
@@ -307,14 +342,20 @@ def box_lstsq(G, H, *, a=-1.0, b=1.0, P=None, W0=None, Gn=None):
     K, nb = H.shape
     max_iter = 10 * K + 10
     if Gn is None:
-        P = pinv_sym(G) if P is None else P
-        W = np.ascontiguousarray(P @ H)
+        G = np.ascontiguousarray(G, dtype=np.float64)
+        # the unconstrained optimum by a Cholesky solve: pinv(G) @ H, which the chain's
+        # other moves share, loses the fit where C is ill-conditioned (a large common
+        # offset: residuals 10^4-10^9 times the least-squares ones); pinv where G is
+        # singular at working precision
+        W = np.empty((K, nb))
+        if not _cholesky_columns(G, H, W):
+            P = pinv_sym(G) if P is None else P
+            W = np.ascontiguousarray(P @ H)
         out = np.flatnonzero(((W < a) | (W > b)).any(axis=0))
         if out.size:
             if W0 is not None:
                 W[:, out] = W0[:, out]
-            _box_columns(np.ascontiguousarray(G, dtype=np.float64), H, W, out.astype(np.int64),
-                         float(a), float(b), max_iter)
+            _box_columns(G, H, W, out.astype(np.int64), float(a), float(b), max_iter)
         return W
     W = np.empty((K, nb))
     warm = W0 is not None
