@@ -435,6 +435,17 @@ def test_tiny_values_keep_the_prior_representable():
     np.testing.assert_array_equal(res.components, ref.components)
     assert res.sigma2 == np.ldexp(ref.sigma2, -1000)
     assert 1e-4 < res.sigma2 < 1e-2  # ~ beta_sigma / (alpha_sigma + M N / 2)
+    # 1e-300: beta_sigma * 2^1988 is beyond float64 whatever e is kept; the prior is then
+    # the data's scale, and that is said (it changed without a word, beside numpy's raw
+    # "overflow encountered in ldexp")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        tiny = bayesian_id(np.ldexp(A, -994), K, **KW)
+    said = [str(w.message) for w in seen if "beta_sigma=1 cannot be held" in str(w.message)]
+    assert len(said) == 1 and "the fit uses beta_sigma=" in said[0], [str(w.message)
+                                                                       for w in seen]
+    assert not [w for w in seen if "overflow encountered" in str(w.message)]
+    assert tiny.sigma2 < 1e-290
 
 
 @pytest.mark.parametrize("e", [400, -400])

@@ -112,7 +112,15 @@ def scale_params(p, exponent):
     # beta_sigma / s^2 can leave float64's range when A's range is extreme (one entry of
     # 1e200 among ones gives 1e-400): kept within [2^-1000, 2^1000], where it changes
     # beta' + SSE'/2 only when the fit is exact to 300 digits
-    beta = float(np.clip(np.ldexp(pri.beta_sigma, -2 * e), 2.0 ** -BETA_LOG2, 2.0 ** BETA_LOG2))
+    with np.errstate(over="ignore", under="ignore"):  # said below, in the user's words
+        exact = np.ldexp(pri.beta_sigma, -2 * e)
+    beta = float(np.clip(exact, 2.0 ** -BETA_LOG2, 2.0 ** BETA_LOG2))
+    if beta != exact:
+        used = float(np.ldexp(beta, 2 * e))
+        warn(f"beta_sigma={pri.beta_sigma:g} cannot be held beside this matrix's scale (A "
+             f"is fitted as A / 2^{e}): the fit uses beta_sigma={used:.3g} in A's units, "
+             "a prior of sigma^2 on the data's scale. Standardise A, or pass a beta_sigma "
+             "on its scale (docs/errors.md, 'Scale').", RuntimeWarning)
     return {**p, "priors": pri._replace(beta_sigma=beta)}
 
 
