@@ -766,6 +766,14 @@ def test_the_demo_replaces_no_store_or_fit_of_the_users_own_made_by_dask_bid(tmp
     g.attrs.update({"dask_bid": meta})
     del g.attrs["dask_bid_demo"]
     assert main(demo) == 0
+    # the demo's fit with a file of the user's in it: named as such (it said "not a
+    # result dask_bid wrote")
+    (out / "result.zarr" / "notes.txt").write_text("mine")
+    assert main(demo) == 2
+    assert_one_line_error(capsys.readouterr().err, "refusing to replace", "result.zarr",
+                          "it is a result, but it holds notes.txt, which dask_bid did not "
+                          "write")
+    (out / "result.zarr" / "notes.txt").unlink()
     assert main(["fit", str(out / "A.zarr"), "--k", "3", "--out", str(out / "result.zarr"),
                  "--overwrite", "-q", *FAST]) == 0
     assert main(demo) == 2  # a fit of the user's (complete, unmarked), of that matrix

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import time
 
@@ -226,8 +227,12 @@ def _check_replaceable(paths, own_folder=False):
             refuse(paths["input"], "it is a Zarr array dask_bid wrote, not the demo's matrix")
     try:
         check_output(paths["result"], overwrite=True)
-    except OutputExistsError:
-        refuse(paths["result"], "it is not a result dask_bid wrote")
+    except OutputExistsError as exc:
+        # a result holding files of the user's is named so (it was "not a result")
+        held = re.search(r"it holds (.*), which dask_bid did not write", str(exc))
+        refuse(paths["result"], f"it is a result, but it holds {held.group(1)}, which "
+                                "dask_bid did not write" if held else
+                                "it is not a result dask_bid wrote")
     if os.path.exists(paths["result"]) and not own_folder and not (
             matrix and _is_demo_result(paths["result"], paths["input"])):
         refuse(paths["result"], "it is a fit dask_bid wrote, not the demo's")
