@@ -167,7 +167,9 @@ def test_dense_options_are_refused_for_a_triplet_file(tmp_path, capsys):
 def test_the_input_and_other_files_are_never_replaced(npy, tmp_path, capsys):
     path, A = npy
     before = path.read_bytes()
-    for out, fragment in ((path, "is INPUT itself"), (tmp_path / "b.npy", "is a file")):
+    for out, fragment in ((path, "is INPUT itself"), (tmp_path / "b.npy", "is a file"),
+                          # the folder holding the input (it said "remove it")
+                          (tmp_path, "or holds it; the input is never written or deleted")):
         if out != path:
             np.save(out, A)
         assert main(["convert", str(path), "--out", str(out), "--overwrite"]) == 2

@@ -157,6 +157,17 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
     src = os.fspath(src)
     if not os.path.isfile(src):
         raise StoreNotFoundError(f"no such file: {src!r}")
+    if not is_url(dst):
+        from ..._errors import OutputLocationError
+        from ...engine.zarr_io import same_or_nested
+
+        if same_or_nested(os.path.abspath(dst), os.path.abspath(src)):
+            # "remove it or choose another --out" (the folder held the input)
+            beside = os.path.join(os.path.dirname(dst.rstrip("/")) or ".",
+                                  os.path.basename(src) + ".zarr")
+            raise OutputLocationError(
+                f"--out {dst!r} is the input {src!r} or holds it; the input is never written "
+                f"or deleted. Choose an output path outside it, e.g. {beside!r}.")
     if is_url(dst):  # a missing bucket or credentials: said before the file is read
         from ...engine.remote import check_bucket
 
