@@ -500,6 +500,12 @@ def test_group_where_an_array_is_expected(tmp_path, A):
     zarr.open_group(str(tmp_path / "empty.zarr"), mode="w", zarr_format=3)
     with pytest.raises(NotAnArrayError, match="contains no array"):
         BayesianID(3, **FAST).fit(str(tmp_path / "empty.zarr"))
+    # an array deeper down is named too (it said "contains no array")
+    deep = zarr.open_group(str(tmp_path / "deep.zarr"), mode="w", zarr_format=3)
+    deep.create_group("sub").create_array("matrix", shape=A.shape, dtype=A.dtype)[...] = A
+    with pytest.raises(NotAnArrayError, match=re.escape(
+            repr(str(tmp_path / "deep.zarr/sub/matrix")))):
+        BayesianID(3, **FAST).fit(str(tmp_path / "deep.zarr"))
     # the array inside the group is accepted
     BayesianID(3, **FAST).fit(str(tmp_path / "g.zarr" / "matrix"), **SYNC)
 

@@ -369,6 +369,13 @@ def open_zarr_array(path, *, storage_options=None):
         ) from exc
     if not isinstance(node, zarr.Array):
         names = sorted(node.array_keys()) if hasattr(node, "array_keys") else []
+        if not names and hasattr(node, "members"):
+            # arrays deeper down ("g.zarr/sub/matrix"): said "it contains no array"
+            try:
+                names = sorted(k for k, m in node.members(max_depth=None)
+                               if isinstance(m, zarr.Array))[:10]
+            except Exception:
+                names = []
         hint = (f" It contains the arrays {names}: pass one of them, e.g. "
                 f"{spath.rstrip('/') + '/' + names[0]!r}." if names else
                 " It contains no array: pass the path of a Zarr array.")
