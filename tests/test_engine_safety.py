@@ -485,7 +485,8 @@ def test_one_huge_entry_is_refused_not_reported_as_nan(tmp_path):
 
 def test_huge_values_whose_square_overflows_in_the_result_give_inf_not_nan(tmp_path):
     A = _matrix()
-    with pytest.warns(RuntimeWarning, match="reported as inf"):
+    with pytest.warns(RuntimeWarning, match="reported as inf"), \
+            pytest.warns(RuntimeWarning, match="beta_sigma=1 cannot be held beside"):
         res = bayesian_id(np.ldexp(A, 1000), K, **KW)
     assert res.sigma2 == np.inf and res.mse == np.inf
     np.testing.assert_array_equal(res.columns, bayesian_id(A, K, beta_sigma=2.0 ** -1000,
