@@ -161,8 +161,14 @@ def test_output_location_errors(store, tmp_path):
         bayesian_id(path, K, client="synchronous", out=str(out), overwrite=True, **KW)
     assert (out / "something").read_text() == "x"
     (out / "something").unlink()
+    # an empty folder is written into as it is: not removed and made again, which lost
+    # its permissions (a read-only folder came back writable)
+    os.chmod(out, 0o710)
+    before = os.stat(out)
     res = bayesian_id(path, K, client="synchronous", out=str(out), overwrite=True, **KW)
     assert read_result(str(out)).columns.tolist() == res.columns.tolist()
+    after = os.stat(out)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)
     res = bayesian_id(path, K, client="synchronous", out=str(out), overwrite=True, **KW)
     assert read_result(str(out)).columns.tolist() == res.columns.tolist()
     f = tmp_path / "file"

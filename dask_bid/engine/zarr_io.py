@@ -632,8 +632,11 @@ def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
             raise OutputLocationError(
                 f"cannot replace the output {out!r} ({type(exc).__name__}: {exc}). Check its "
                 "permissions, or choose another output path.") from exc
+    # an empty folder given as the output is written into, not removed and made again
+    # (zarr's mode "w" does that: a read-only folder of the user's came back writable)
+    empty_dir = not is_url(out) and os.path.isdir(out) and not os.listdir(out)
     try:
-        g = zarr.open_group(_opened(out), mode="w", zarr_format=3,
+        g = zarr.open_group(_opened(out), mode="a" if empty_dir else "w", zarr_format=3,
                              storage_options=storage_options)
     except PermissionError as exc:
         raise write_error(out, exc) from exc
