@@ -56,14 +56,15 @@ _SINGULAR = 1e-12
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def _factor(G, free, nf, L):
+def _factor(G, free, nf, L, tol):
     # the Cholesky factor of G[free, free] (in the order of ``free``); False if singular
+    # (a pivot at most ``tol`` times its diagonal entry)
     for j in range(nf):
         fj = free[j]
         s = G[fj, fj]
         for q in range(j):
             s -= L[j, q] * L[j, q]
-        if not s > _SINGULAR * G[fj, fj]:
+        if not s > tol * G[fj, fj]:
             return False
         L[j, j] = np.sqrt(s)
         for i in range(j + 1, nf):
@@ -147,7 +148,7 @@ def _box_qp(G, h, w, a, b, max_iter):
                         t -= G[fq, j] * w[j]
                 r[q] = t
             if not valid:
-                valid = _factor(G, free, nf, L)
+                valid = _factor(G, free, nf, L, _SINGULAR)
             if valid:
                 cho_solve_into(L, r, x, nf)
             else:  # singular: the minimum-norm solution, a minimiser all the same
@@ -248,18 +249,8 @@ def _cholesky_columns(G, H, W):
     # working precision (duplicated or dependent columns), W then untouched
     K, nb = H.shape
     L = np.zeros((K, K))
-    for j in range(K):
-        s = G[j, j]
-        for q in range(j):
-            s -= L[j, q] * L[j, q]
-        if not s > _SOLVABLE * G[j, j]:
-            return False
-        L[j, j] = np.sqrt(s)
-        for i in range(j + 1, K):
-            t = G[i, j]
-            for q in range(j):
-                t -= L[i, q] * L[j, q]
-            L[i, j] = t / L[j, j]
+    if not _factor(G, np.arange(K), K, L, _SOLVABLE):
+        return False
     h = np.empty(K)
     x = np.empty(K)
     for n in range(nb):
