@@ -175,6 +175,18 @@ def test_the_input_and_other_files_are_never_replaced(npy, tmp_path, capsys):
         assert main(["convert", str(path), "--out", str(out), "--overwrite"]) == 2
         assert_one_line_error(capsys.readouterr().err, fragment)
     assert path.read_bytes() == before
+    # the same folders by file:// and local:// URLs (a folder of the user's was deleted,
+    # then the write failed: the URL went unread by every check)
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "notes.txt").write_text("mine")
+    for url in ("file://" + str(keep), "local://" + str(keep), "file://" + str(tmp_path)):
+        assert main(["convert", str(path), "--out", url, "--overwrite"]) == 2
+        capsys.readouterr()
+    assert (keep / "notes.txt").read_text() == "mine" and path.read_bytes() == before
+    assert main(["convert", str(path), "--out", "file://" + str(tmp_path / "u.zarr"),
+                 "-q"]) == 0
+    assert (tmp_path / "u.zarr" / "zarr.json").is_file()
     mine = tmp_path / "mine.zarr"
     mine.mkdir()
     (mine / "notes.txt").write_text("my notes")

@@ -127,6 +127,15 @@ def refuse_symlink(path, what="the output"):
             f"{what} {os.fspath(path)!r} is a symbolic link (to {target!r}{gone}); dask_bid "
             "writes and replaces folders, never through a link: pass the path it points to, "
             "or another path.")
+    # "link/." or "link/sub/..": the last name read as written is not where the path
+    # leads (removing "link/." emptied the result the link named)
+    spelled = os.path.normpath(os.path.abspath(p))
+    here = os.path.join(os.path.realpath(os.path.dirname(spelled)), os.path.basename(spelled))
+    if os.path.lexists(p) and os.path.realpath(p) != here:
+        raise OutputLocationError(
+            f"{what} {os.fspath(path)!r} leads through a symbolic link to "
+            f"{os.path.realpath(p)!r}; dask_bid writes and replaces folders, never through a "
+            "link: pass that path, or another path.")
 
 
 def _remove(path, storage_options=None):

@@ -114,6 +114,15 @@ def main(argv=None) -> int:
         return 2
     debug = bool(args.debug or os.environ.get("DASK_BID_DEBUG"))
     args.argv = argv  # what was typed: fit prints the command that continues it
+    from ..._files import local_path
+
+    # file:// and local:// name this machine's files: every command (and every check of
+    # what it may write or delete) sees the plain path (convert deleted a folder named
+    # file:///abs/e --overwrite, then failed to write it)
+    for name in ("input", "out", "path"):
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            setattr(args, name, local_path(value))
     try:
         with quiet_libraries(), warning_lines(quiet=getattr(args, "quiet", False)):
             code = int(args.func(args) or 0)
