@@ -176,6 +176,12 @@ class OutputLock:
                 raise OutputLocationError(
                     f"cannot create the output group at {self.out!r}: {why}. Choose an output "
                     "path in a directory you can write to.") from exc
+            if os.fstat(fd).st_nlink > 1:  # a hard link to a file of someone's
+                os.close(fd)
+                raise OutputLocationError(
+                    f"the lock file of {self.out!r}, {self.path!r}, has other names (hard "
+                    "links): dask_bid writes its lease only to a file of its own. Remove it "
+                    "(or choose another output path).")
             flocked = fcntl is not None
             if flocked:
                 try:

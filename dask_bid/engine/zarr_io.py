@@ -620,6 +620,8 @@ def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
                                    resume=resume, storage_options=storage_options,
                                    inputs=inputs)
     if exists and resume:
+        if not is_url(out):  # what a kill left mid-write (this process holds the lock)
+            remove_zarr_partials(out)
         try:
             g = zarr.open_group(_opened(out), mode="r+", storage_options=storage_options)
         except Exception as exc:
