@@ -219,7 +219,7 @@ def test_what_a_killed_zarr_write_leaves_does_not_block_resume_or_overwrite(stor
 
 
 @pytest.mark.parametrize("where", ["my_recon", "checkpoint/my_recon", "draws/mine",
-                                   "mygroup"])
+                                   "mygroup", "traces/mine", "checkpoint/c0-it00000030/mine"])
 def test_a_zarr_node_of_the_users_in_a_result_is_never_deleted(store, tmp_path, where):
     """An array (or group) the user added to a result is not the fit's: `--overwrite`
     deleted it silently (any Zarr node counted as dask_bid's). Refused, as a file is."""

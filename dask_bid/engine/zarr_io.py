@@ -28,6 +28,7 @@ import numpy as np
 from .._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX, MISSING_ATTR, ROW_NAMES_ATTR
 from .._errors import OutputExistsError, OutputLocationError
 from .._files import local_path
+from .result import TRACE_DTYPE
 
 __all__ = [
     "default_chunks",
@@ -404,6 +405,7 @@ _RESULT_TOP = frozenset({"C", "W", "W_sd", "columns", "inclusion_probability", "
                          "draws", "checkpoint"})
 _RESULT_DRAWS = frozenset({"columns", "sigma2", "sse", "w_columns", "w_values"})
 _CHECKPOINT_NAME = re.compile(r"^c\d+-it\d+$")
+_BLOCK_STATE = re.compile(r"^block_\d+$")
 
 
 def result_node(parts) -> bool:
@@ -411,15 +413,19 @@ def result_node(parts) -> bool:
     a Zarr array or group of the user's added to a result is not (``overwrite=True``
     deleted it with the result)."""
     # (below an array's own folder, met only while its zarr.json is being written, the
-    # walk of foreign_entries judges the chunks)
+    # walk of foreign_entries judges the chunks; below a checkpoint's states, the
+    # serialiser's nodes)
     top = parts[0]
     if len(parts) == 1:
         return top in _RESULT_TOP
     if top == "draws":
         return parts[1] in _RESULT_DRAWS
+    if top == "traces":
+        return parts[1] in TRACE_DTYPE.names
     if top == "checkpoint":
-        return bool(_CHECKPOINT_NAME.match(parts[1]))
-    return True  # inside traces (an array a quantity), or below an array's folder
+        return bool(_CHECKPOINT_NAME.match(parts[1])) and (
+            len(parts) == 2 or parts[2] == "client" or bool(_BLOCK_STATE.match(parts[2])))
+    return True  # below an array's folder
 
 
 def foreign_entries(out, nodes=None):
