@@ -364,24 +364,31 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
                            mu=out["mu"], tau=out["tau"], mu_mu=out["mu_mu"],
                            tau_mu=out["tau_mu"], alpha_t=out["alpha_t"], beta_t=out["beta_t"])
     if out["priors"].hierarchical:
-        _check_gbtn_mass(out["priors"])
+        # the W entries drawn from the prior: every chain's start, and the plain
+        # sampler's incoming row at each iteration
+        rows = out["n_components"] + (out["n_iter"] if out.get("sampler") == "plain" else 0)
+        # (without N, as before the input is read, for one column: the fit checks again)
+        _check_gbtn_mass(out["priors"], out["n_chains"] * rows * (n_cols or 1))
     return out
 
 
-#: Below this share of the GBTN hyperprior's mass in the box, drawing W from the prior
-#: (rejection: ~1/share draws an entry) is refused rather than left to run for hours
-GBTN_MIN_BOX_MASS = 1e-3
+#: The most unconstrained draws (about 25 ns each: two minutes) that drawing W from the
+#: GBTN prior may take (rejection: 1/acceptance draws an entry) before a fit is refused
+#: rather than left to run for hours in a compiled loop that Ctrl-C does not stop
+GBTN_MAX_PRIOR_DRAWS = 5e9
 
 
-def _check_gbtn_mass(pr):
+def _check_gbtn_mass(pr, n_entries):
     from ..kernels.priors import gbtn_box_mass
 
     mass = gbtn_box_mass(pr)
-    if mass < GBTN_MIN_BOX_MASS:
+    if n_entries > mass * GBTN_MAX_PRIOR_DRAWS:
         raise ParameterError(
             f"the GBTN hyperprior (mu_mu={pr.mu_mu:g}, tau_mu={pr.tau_mu:g}, "
             f"alpha_t={pr.alpha_t:g}, beta_t={pr.beta_t:g}) puts "
-            + ("almost none" if mass == 0 else f"only {mass:.1e}")
-            + f" of its mass in the bounds ({pr.a:g}, {pr.b:g}): W drawn from it (a rejection "
-            "sampler) would take about forever. Use a tighter hyperprior, e.g. the defaults "
-            "(tau_mu=0.1, alpha_t=1, beta_t=1).")
+            + ("almost none" if mass < 1e-300 else f"only {mass:.1e}")
+            + f" of its mass in the bounds ({pr.a:g}, {pr.b:g}): the {n_entries:,} entries of "
+            "W drawn from it (a rejection sampler) would take "
+            + ("for ever" if mass < 1e-300 else f"about {n_entries / mass:.0e} draws")
+            + ". Use a tighter hyperprior, e.g. the defaults (tau_mu=0.1, alpha_t=1, "
+            "beta_t=1).")
