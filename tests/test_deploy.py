@@ -100,6 +100,25 @@ def test_matching_workers_pass_and_a_fit_runs(matching, A):
     assert _transitions(matching) > before  # the fit did run on this cluster
 
 
+def test_a_fit_on_a_users_client_leaves_daskconfig_alone(matching, A):
+    """Client.as_current() set dask's global scheduler config for the whole fit; two fits
+    in two threads left it set for good (the second restored the first's value), and the
+    user's later .compute() asked for a closed client. The fit's client is current in
+    its own thread only; the config is never touched."""
+    import dask
+    import dask.array as da
+
+    seen = []
+    with dask.config.set(scheduler="threads"):  # the user's own choice, for their work
+        est = BayesianID(3, **FAST).fit(A, client=matching, callback=lambda st: seen.append(
+            dask.config.get("scheduler", None)))
+        assert dask.config.get("scheduler") == "threads"
+    assert est.components_.shape == (3, 10)
+    assert seen and set(seen) == {"threads"}, set(seen)
+    assert dask.config.get("scheduler", None) is None
+    assert float(da.ones(10, chunks=5).sum().compute()) == 10.0
+
+
 # --------------------------------------------------------------------------- a mismatched one
 def test_mismatch_is_refused_in_one_line_naming_package_and_versions(mismatched):
     cluster, client, names = mismatched

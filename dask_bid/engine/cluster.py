@@ -44,7 +44,8 @@ from .._errors import (
 )
 
 __all__ = ["cluster_executor", "SyncExecutor", "DistributedExecutor", "RECOVERABLE_ERRORS",
-           "SCHEDULER_TIMEOUT", "scheduler_timeout", "CHECKED_PACKAGES", "check_worker_versions",
+           "SCHEDULER_TIMEOUT", "scheduler_timeout", "current_client", "fit_scheduler",
+           "CHECKED_PACKAGES", "check_worker_versions",
            "check_cluster_versions", "package_versions", "check_client_arg"]
 
 log = logging.getLogger("dask_bid.engine")
@@ -529,6 +530,39 @@ def _cluster_errors(client):
             f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); the output, if "
             "any, keeps its last checkpoint: with a working scheduler, resume=True "
             "continues the same chain.") from exc
+
+
+@contextlib.contextmanager
+def current_client(client):
+    """``client`` as distributed's current client in this thread and task while a fit
+    runs on it (``Client.current()``, dask's ``get_client``), for the computations the
+    engine does not submit itself. ``Client.as_current()`` also sets dask's global
+    ``scheduler`` config, which two fits in two threads left set for good (the second
+    restored the first's value): a user's later ``.compute()`` then asked for a closed
+    client ("Requested dask.distributed scheduler but no Client active")."""
+    try:
+        from distributed.client import _current_client
+    except ImportError:  # another distributed: its own context
+        with client.as_current():
+            yield
+        return
+    token = _current_client.set(client)
+    try:
+        yield
+    finally:
+        _current_client.reset(token)
+
+
+def fit_scheduler():
+    """``scheduler=`` for a dask computation inside a fit: the client of
+    :func:`current_client` (a user's global ``scheduler`` config would otherwise take
+    the engine's own reads of A elsewhere), or None."""
+    try:
+        from distributed.client import _current_client
+
+        return _current_client.get()
+    except (ImportError, LookupError):
+        return None
 
 
 @contextlib.contextmanager

@@ -25,6 +25,8 @@ from .cluster import (
     check_client_arg,
     check_cluster_versions,
     cluster_executor,
+    current_client,
+    fit_scheduler,
 )
 from .dask_backend import DaskBackend, MaskedDaskBackend, TileSource, plan_layout
 from .fingerprint import StoreWatch, compare_checksum, compare_metadata, metadata_fingerprint
@@ -755,7 +757,7 @@ class _Fit:
             import dask.array as da
 
             x = self.src.to_dask()
-            amax = float(da.nanmax(da.fabs(x)).compute())
+            amax = float(da.nanmax(da.fabs(x)).compute(scheduler=fit_scheduler()))
             if needs_rescale(amax):
                 raise NeedsRescale(amax) from exc
             raise
@@ -802,7 +804,7 @@ class _Fit:
             # fit has an output to resume from and nobody else handles SIGINT
             latch = fit_latch(self.out)
             with cluster_executor(self.client) as ex:
-                current = (ex.client.as_current() if ex.is_distributed
+                current = (current_client(ex.client) if ex.is_distributed
                            else contextlib.nullcontext())
                 with current:
                     source = Source(src, layout, ex, scale_log2=scale)
@@ -909,7 +911,7 @@ def _write_C_direct(group, src, columns, layout):
                            chunks=(rows, K), overwrite=True,
                            attributes={RUN_ATTR: uuid.uuid4().hex})  # this run's C
     x = src.to_dask()[:, np.asarray(columns, dtype=np.int64)].rechunk((rows, K))
-    da.store(x.astype(np.float64), C, lock=False)
+    da.store(x.astype(np.float64), C, lock=False, scheduler=fit_scheduler())
 
 
 def _write_C(group, backend, columns, layout, src):
