@@ -218,3 +218,58 @@ def test_ctrl_c_in_the_python_api_saves_the_iteration_and_resumes(store, referen
                       **{**KW, "random_state": None})
     assert seen[0] == saved + 1, "the resumed fit replayed iterations"
     assert_same_chain(reference, res)
+
+
+_CHILD_START_SIGINT = """
+import os, sys, time, warnings
+import dask, psutil
+from dask_bid.interface import bayesian_id
+warnings.simplefilter("ignore")
+if __name__ == "__main__":
+    # the workers of the fit's own LocalCluster are children of this process (their
+    # nannies run here): a worker's preload interrupts this process while the cluster
+    # starts, as a notebook's "interrupt kernel" would
+    # (once, by the first worker: a second Ctrl-C stops at once, wherever it lands)
+    with open(sys.argv[2], "w") as fh:
+        fh.write("import os, signal\\ndef dask_setup(worker):\\n"
+                 "    try:\\n"
+                 f"        os.close(os.open({sys.argv[2]!r} + '.sent', os.O_CREAT | os.O_EXCL))\\n"
+                 "    except FileExistsError:\\n"
+                 "        return\\n"
+                 f"    os.kill({os.getpid()}, signal.SIGINT)\\n")
+    with dask.config.set({"distributed.worker.preload": [sys.argv[2]]}):
+        try:
+            bayesian_id(sys.argv[1], 3, n_iter=10, burn_in=2)
+            print("finished")
+        except KeyboardInterrupt:
+            print("interrupted")
+    deadline = time.monotonic() + 20
+    def cmdline(p):
+        try:
+            return " ".join(p.cmdline())
+        except psutil.Error:  # gone meanwhile
+            return ""
+
+    while time.monotonic() < deadline:
+        left = [p for p in psutil.Process().children(recursive=True)
+                if "spawn_main" in cmdline(p)]
+        if not left:
+            break
+        time.sleep(0.2)
+    print("workers left", len(left))
+"""
+
+
+def test_ctrl_c_while_the_local_cluster_starts_leaves_no_worker(store, tmp_path):
+    """An interrupt that landed inside LocalCluster(...) (a fit with client=None starting
+    its own cluster) left its worker processes running: two more each time."""
+    script = tmp_path / "fit.py"
+    script.write_text(_CHILD_START_SIGINT)
+    # spawned workers, as for a user (the suite's forkserver would hide them in its tree)
+    env = {k: v for k, v in os.environ.items() if "MULTIPROCESSING_METHOD" not in k}
+    done = subprocess.run([sys.executable, str(script), store, str(tmp_path / "pre.py")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    lines = done.stdout.split("\n")
+    assert "interrupted" in lines and "workers left 0" in lines, (done.stdout,
+                                                                  done.stderr[-2000:])
+    assert "stopping once the local cluster has started" in done.stderr

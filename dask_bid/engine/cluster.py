@@ -606,12 +606,24 @@ def cluster_executor(client=None, *, timeout=None, n_workers=2,
         return
     from distributed import LocalCluster
 
+    from .._interrupt import InterruptLatch
+
     check_script_guard()
-    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                           processes=True, dashboard_address=":0",
-                           silence_logs=logging.ERROR)
-    c = Client(cluster, set_as_default=False)
+    # a Ctrl-C while the cluster starts (a notebook's "interrupt kernel") landed inside
+    # LocalCluster(...) and left its worker processes running: it is held until the
+    # cluster and its client exist, then both are closed and the interrupt raised
+    with InterruptLatch("dask-bid: stopping once the local cluster has started (Ctrl-C "
+                        "again to stop at once)") as starting:
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                               processes=True, dashboard_address=":0",
+                               silence_logs=logging.ERROR)
+        try:
+            c = Client(cluster, set_as_default=False)
+        except BaseException:
+            cluster.close()
+            raise
     try:
+        starting.check()
         yield DistributedExecutor(c)
     finally:
         c.close()
