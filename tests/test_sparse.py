@@ -484,3 +484,26 @@ def test_masked_estimator_says_it_takes_sparse_input():
 
     assert get_tags(BayesianID(3, missing="mask")).input_tags.sparse
     assert not get_tags(BayesianID(3)).input_tags.sparse
+
+
+def test_a_sparse_store_replaced_during_the_fit_fails_it_as_changed(tmp_path):
+    """A sparse store replaced mid-fit by one of another entry count failed deep in a
+    task (IndexError; "internal error" on the command line): said as the input changed."""
+    import shutil
+
+    from dask_bid import InputChangedError
+    from dask_bid.engine.zarr_io import output_status
+
+    path, other = str(tmp_path / "S.zarr"), str(tmp_path / "T.zarr")
+    convert_sparse(_coo(_matrix()), path)
+    convert_sparse(_coo(_matrix(seed=5, frac=0.3)), other)
+    out = str(tmp_path / "r.zarr")
+
+    def swap(st):
+        if st.iteration == 5:
+            shutil.rmtree(path)
+            shutil.copytree(other, path)
+
+    with pytest.raises(InputChangedError, match="changed while the fit read it"):
+        bayesian_id(path, K, out=out, callback=swap, **{**KW, "n_iter": 30}, **SYNC)
+    assert output_status(out)[0] == "failed"

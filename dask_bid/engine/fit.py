@@ -16,7 +16,7 @@ import uuid
 
 import numpy as np
 
-from .._errors import CheckpointError, DaskBidError, ParameterError
+from .._errors import CheckpointError, DaskBidError, InputChangedError, ParameterError
 from .._interrupt import fit_latch
 from .chain import run_chain
 from .checkpoint import Checkpointer, StoreSpec, warn_fallback
@@ -687,6 +687,14 @@ class _Fit:
                 self._set_attrs(status="interrupted")
             raise
         except BaseException as exc:
+            # an input store changed under the fit explains what failed reading it (a
+            # sparse store of another size: an IndexError deep in a task)
+            try:
+                self.watch.check()
+            except InputChangedError as changed:
+                if self.marking and group is not None:
+                    mark_failed(group, _one_line(changed))
+                raise changed from exc
             if self.marking and group is not None:
                 mark_failed(group, _one_line(exc))
             raise
