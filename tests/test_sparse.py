@@ -507,3 +507,19 @@ def test_a_sparse_store_replaced_during_the_fit_fails_it_as_changed(tmp_path):
     with pytest.raises(InputChangedError, match="changed while the fit read it"):
         bayesian_id(path, K, out=out, callback=swap, **{**KW, "n_iter": 30}, **SYNC)
     assert output_status(out)[0] == "failed"
+
+    # whatever fails after the change (on a cluster, a pass reading the new store) is
+    # reported as the change, the failure its cause
+    shutil.rmtree(path)
+    convert_sparse(_coo(_matrix()), path)
+
+    def swap_then_fail(st):
+        swap(st)
+        if st.iteration == 6:
+            raise IndexError("index 836 is out of bounds")
+
+    with pytest.raises(InputChangedError, match="changed while the fit read it") as info:
+        bayesian_id(path, K, out=out, overwrite=True, callback=swap_then_fail,
+                    **{**KW, "n_iter": 30}, **SYNC)
+    assert isinstance(info.value.__cause__, IndexError)
+    assert "changed while" in output_status(out)[1]

@@ -690,7 +690,8 @@ class _Fit:
             # an input store changed under the fit explains what failed reading it (a
             # sparse store of another size: an IndexError deep in a task)
             try:
-                self.watch.check()
+                if not isinstance(exc, InputChangedError):
+                    self.watch.check()
             except InputChangedError as changed:
                 if self.marking and group is not None:
                     mark_failed(group, _one_line(changed))
