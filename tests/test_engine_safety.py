@@ -590,6 +590,9 @@ def test_an_input_changed_during_the_fit_fails_it(store, tmp_path, how):
                                                 "matrices"):
         bayesian_id(store, K, out=out, callback=change, **KW, **SYNC)
     assert output_status(out)[0] == "failed"
+    # no checkpoint after the change (at 12): a resume on the restored input would carry
+    # the other matrix's draws on
+    assert [c for c in _checkpoints(out)] == ["c0-it00000010"], _checkpoints(out)
     # without an output too: the chain read it
     shutil.rmtree(store)
     to_zarr(_matrix(), store, chunks=CHUNKS)

@@ -121,6 +121,9 @@ class Checkpointer:
     def __init__(self, spec: StoreSpec, keep: int = 2, create: bool = True):
         self.spec = spec
         self.keep = keep
+        #: called before each checkpoint is written (the fit's check that its input
+        #: store did not change: it raises, and nothing is written)
+        self.before_save = None
         if create:
             g = spec.group()
             if "checkpoint" not in g:
@@ -157,6 +160,8 @@ class Checkpointer:
 
     def save(self, backend, state, chain, norm_a2, n_obs):
         """Write a checkpoint of ``state`` and the backend's blocks; returns its name."""
+        if self.before_save is not None:
+            self.before_save()
         name = checkpoint_name(chain, state.iteration)
         g = self.spec.group()
         if f"checkpoint/{name}" in g:

@@ -832,6 +832,9 @@ class _Fit:
                     if not self.existing:
                         ckpt.remove_all()  # a first attempt's, when rescaled
                         ckpt = Checkpointer(spec)
+                    # no checkpoint of a chain that read a changed input: a resume (after
+                    # the input is restored) would carry the other matrix's draws on
+                    ckpt.before_save = self.watch.check
                     runners, starts = [], []
                     for c in range(p["n_chains"]):
                         be = Backend(source, ex, trace_cols=trace_cols, chain=c)
