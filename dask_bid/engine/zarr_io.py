@@ -386,8 +386,9 @@ _ZARR_PARTIAL = re.compile(r"^.*\.[0-9a-f]{32}\.partial$")
 def remove_zarr_partials(out) -> int:
     """Delete what killed Zarr writes left in the local output ``out`` (the temporary files
     ``<name>.<32 hex digits>.partial`` of its atomic writes; Zarr warns of each when it
-    lists the group) once a resumed fit has rewritten the group; returns their count.
-    Only files of that name: nothing of anyone else's is touched."""
+    lists the group), by the process that holds the output's lock (a resume, before it
+    reads the group and again when it has rewritten it); returns their count. Only files
+    of that name: nothing of anyone else's is touched."""
     n = 0
     for root, _, files in os.walk(out):
         for name in files:
@@ -398,9 +399,8 @@ def remove_zarr_partials(out) -> int:
     return n
 
 
-#: The nodes of a result group (the module docstring's layout) by their path in it;
-#: inside ``traces`` (one array a traced quantity) and inside a checkpoint (the states'
-#: own nodes) any name is the writer's
+#: The nodes of a result group (the module docstring's layout) by their path in it; a
+#: checkpoint's states (``client``, ``block_#####``) hold the serialiser's own names
 _RESULT_TOP = frozenset({"C", "W", "W_sd", "columns", "inclusion_probability", "traces",
                          "draws", "checkpoint"})
 _RESULT_DRAWS = frozenset({"columns", "sigma2", "sse", "w_columns", "w_values"})
