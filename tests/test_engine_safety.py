@@ -289,7 +289,12 @@ def test_to_zarr_overwrite_replaces_only_its_own_arrays(tmp_path):
             to_zarr(2 * A, str(path), overwrite=True)
     assert tree_digest(tmp_path) == before
     to_zarr(2 * A, ours, overwrite=True)
+    # an empty folder is written into as it is, not removed and made again (its mode lost)
+    os.chmod(tmp_path / "empty", 0o710)
+    st = os.stat(tmp_path / "empty")
     to_zarr(2 * A, str(tmp_path / "empty"), overwrite=True)
+    assert (os.stat(tmp_path / "empty").st_ino, os.stat(tmp_path / "empty").st_mode) == (
+        st.st_ino, st.st_mode)
     for path in (ours, tmp_path / "empty"):
         np.testing.assert_array_equal(zarr.open_array(str(path), mode="r")[...], 2 * A)
 

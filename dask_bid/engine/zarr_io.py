@@ -309,9 +309,13 @@ def create_matrix_array(path, shape, dtype, chunks, *, storage_options=None, att
     import zarr
 
     storage_options = url_options(path, storage_options)
+    # an empty folder is written into as it is (overwrite removes and re-makes it: a
+    # read-only folder of the user's came back writable); anything else is replaced
+    empty_dir = not is_url(path) and os.path.isdir(path) and not os.listdir(path)
     z = zarr.create_array(store=path, shape=tuple(int(s) for s in shape),
                           chunks=tuple(int(c) for c in chunks), dtype=np.dtype(dtype),
-                          overwrite=True, zarr_format=3, storage_options=storage_options,
+                          overwrite=not empty_dir, zarr_format=3,
+                          storage_options=storage_options,
                           config={"write_empty_chunks": True},
                           # marked from its first metadata write: no moment without it
                           attributes={**(attrs or {}), ARRAY_ATTR: {"complete": False}})
