@@ -774,6 +774,11 @@ def test_the_demo_replaces_no_store_or_fit_of_the_users_own_made_by_dask_bid(tmp
                           "it is a result, but it holds notes.txt, which dask_bid did not "
                           "write")
     (out / "result.zarr" / "notes.txt").unlink()
+    (out / "A.zarr" / "notes.txt").write_text("mine")  # and in its matrix
+    assert main(demo) == 2
+    assert_one_line_error(capsys.readouterr().err, "refusing to replace", "A.zarr",
+                          "it is a Zarr array dask_bid wrote, but it holds notes.txt")
+    (out / "A.zarr" / "notes.txt").unlink()
     assert main(["fit", str(out / "A.zarr"), "--k", "3", "--out", str(out / "result.zarr"),
                  "--overwrite", "-q", *FAST]) == 0
     assert main(demo) == 2  # a fit of the user's (complete, unmarked), of that matrix

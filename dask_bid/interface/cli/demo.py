@@ -219,10 +219,12 @@ def _check_replaceable(paths, own_folder=False):
     if matrix:
         try:
             check_replaceable_array(paths["input"])
-        except OutputExistsError:
+        except OutputExistsError as exc:
             # its words are those of overwrite=True, which the demo has no flag for
-            refuse(paths["input"], "it is not a Zarr array dask_bid wrote (or it holds other "
-                                   "files)")
+            held = re.search(r"it holds (.*), which dask_bid did not write", str(exc))
+            refuse(paths["input"], f"it is a Zarr array dask_bid wrote, but it holds "
+                                   f"{held.group(1)}, which dask_bid did not write" if held
+                   else "it is not a Zarr array dask_bid wrote")
         if not own_folder and not _is_demo_matrix(paths["input"]):
             refuse(paths["input"], "it is a Zarr array dask_bid wrote, not the demo's matrix")
     try:
