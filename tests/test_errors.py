@@ -506,6 +506,10 @@ def test_group_where_an_array_is_expected(tmp_path, A):
     with pytest.raises(NotAnArrayError, match=re.escape(
             repr(str(tmp_path / "deep.zarr/sub/matrix")))):
         BayesianID(3, **FAST).fit(str(tmp_path / "deep.zarr"))
+    # a store object or an opened group (they read as "0-D shape ()")
+    for obj in (zarr.storage.MemoryStore(), zarr.open_group(str(tmp_path / "g.zarr"))):
+        with pytest.raises(NotAnArrayError, match="not an array: pass the array"):
+            BayesianID(3, **FAST).fit(obj)
     # the array inside the group is accepted
     BayesianID(3, **FAST).fit(str(tmp_path / "g.zarr" / "matrix"), **SYNC)
 

@@ -509,6 +509,12 @@ def as_matrix_source(A, *, storage_options=None) -> MatrixSource:
     if isinstance(A, (str, os.PathLike)):
         path = os.fspath(A)
         A = open_zarr_array(path, storage_options=storage_options)
+    if isinstance(A, (zarr.Group, zarr.abc.store.Store)):
+        # a store object or a group read as a 0-D array ("got 0-D shape ()")
+        what = "Zarr group" if isinstance(A, zarr.Group) else "Zarr store object"
+        raise NotAnArrayError(
+            f"A is a {what} ({type(A).__name__}), not an array: pass the array, e.g. "
+            "zarr.open_array(store, path=...) or group['name'], or its path.")
     if isinstance(A, zarr.Array):
         kind = "zarr"
         # a local store is named by its filesystem path whatever the user passed
