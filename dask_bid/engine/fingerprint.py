@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from .._errors import InputChangedError
+from .._files import local_path
 
 __all__ = ["tile_digest", "combine_digests", "metadata_fingerprint", "compare_metadata",
            "compare_checksum", "StoreWatch"]
@@ -94,8 +95,6 @@ class StoreWatch:
     :meth:`start`, or with files added or removed. Object stores are not watched."""
 
     def __init__(self, path):
-        from .._files import local_path
-
         p = None if path is None else local_path(str(path))
         self.path = p if p is not None and "://" not in p and os.path.isdir(p) else None
         self.t0 = None
@@ -119,19 +118,19 @@ class StoreWatch:
             self.n_files = self._scan()[0]
         return self
 
-    def check(self, what="the fit"):
+    def check(self):
         """Raise :class:`~dask_bid.InputChangedError` if the store changed since start."""
         if self.path is None or self.t0 is None:
             return
         if not os.path.isdir(self.path):
             raise InputChangedError(
-                f"the input {self.path!r} was removed while {what} read it: the result would "
-                "not be of one matrix. Fit again on a store that stays in place.")
+                f"the input {self.path!r} was removed while the fit read it: the result "
+                "would not be of one matrix. Fit again on a store that stays in place.")
         n, newest = self._scan()
         if n != self.n_files or newest >= self.t0:
             why = (f"{abs(n - self.n_files)} file(s) {'added' if n > self.n_files else 'removed'}"
                    if n != self.n_files else "its files were written")
             raise InputChangedError(
-                f"the input {self.path!r} changed while {what} read it ({why} after it "
+                f"the input {self.path!r} changed while the fit read it ({why} after it "
                 "started): the result would mix two matrices. Fit again once the input "
                 "stays as it is (a copy of it to fit from, if something else writes it).")

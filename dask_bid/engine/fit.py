@@ -868,13 +868,15 @@ class _Fit:
                     res.sample_names = self.meta.get("sample_names")
                     res.continued_from, res.continued_from_chains = self._continued()
                     unscale_result(check_finite_result(res), scale)
-                    self.watch.check()
                     if group is not None:
                         if scale and src.kind != "sparse":
                             _write_C_direct(group, src, res.columns, layout)
                         else:
                             _write_C(group, backends[0], res.columns, layout, src)
-                        self.watch.check("the fit")  # C was read from it just now
+                    # all the fit read of the input, the copy of C included, is of one
+                    # matrix (else it fails: a failed output, no result)
+                    self.watch.check()
+                    if group is not None:
                         write_result(group, res,
                                      w_chunk_cols=max(b - a for a, b in layout.blocks),
                                      extra_attrs={"status": "complete"})
@@ -913,16 +915,21 @@ class _Fit:
         return res
 
 
+def _create_C(group, layout, K, rows):
+    """The empty ``group/C`` (M x K, chunks of ``rows`` rows), marked with an id of this
+    run: a result read from the group before refuses to read a C of another run."""
+    return group.create_array("C", shape=(layout.shape[0], K), dtype=np.float64,
+                              chunks=(rows, K), overwrite=True,
+                              attributes={RUN_ATTR: uuid.uuid4().hex})
+
+
 def _write_C_direct(group, src, columns, layout):
     """``group/C`` = A[:, columns] read from the input itself (the fit ran on A / s)."""
     import dask.array as da
 
     rows = layout.row_tiles[0][1] - layout.row_tiles[0][0]
-    K = len(columns)
-    C = group.create_array("C", shape=(layout.shape[0], K), dtype=np.float64,
-                           chunks=(rows, K), overwrite=True,
-                           attributes={RUN_ATTR: uuid.uuid4().hex})  # this run's C
-    x = src.to_dask()[:, np.asarray(columns, dtype=np.int64)].rechunk((rows, K))
+    C = _create_C(group, layout, len(columns), rows)
+    x = src.to_dask()[:, np.asarray(columns, dtype=np.int64)].rechunk((rows, len(columns)))
     da.store(x.astype(np.float64), C, lock=False, scheduler=fit_scheduler())
 
 
@@ -933,8 +940,4 @@ def _write_C(group, backend, columns, layout, src):
         rows = in_rows
     else:
         rows = layout.row_tiles[0][1] - layout.row_tiles[0][0]
-    K = len(columns)
-    C = group.create_array("C", shape=(layout.shape[0], K), dtype=np.float64,
-                           chunks=(rows, K), overwrite=True,
-                           attributes={RUN_ATTR: uuid.uuid4().hex})  # this run's C
-    backend.write_columns(columns, C)
+    backend.write_columns(columns, _create_C(group, layout, len(columns), rows))

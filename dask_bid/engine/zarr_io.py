@@ -54,6 +54,7 @@ __all__ = [
     "result_columns",
     "RUN_ATTR",
     "refuse_symlink",
+    "empty_local_dir",
     "output_status",
 ]
 
@@ -110,6 +111,12 @@ def _exists(path, storage_options=None) -> bool:
             return True
         return fs.exists(p) and bool(fs.ls(p))
     return os.path.exists(path) and (not os.path.isdir(path) or bool(os.listdir(path)))
+
+
+def empty_local_dir(path) -> bool:
+    """Whether ``path`` is a local directory with nothing in it (an output may be written
+    there as it is)."""
+    return not is_url(path) and os.path.isdir(path) and not os.listdir(path)
 
 
 def refuse_symlink(path, what="the output"):
@@ -276,7 +283,7 @@ def check_replaceable_array(path, storage_options=None):
     import zarr
 
     refuse_symlink(path, "the store")
-    if not is_url(path) and os.path.isdir(path) and not os.listdir(path):
+    if empty_local_dir(path):
         return
     try:
         ours = ARRAY_ATTR in zarr.open_array(
@@ -311,7 +318,7 @@ def create_matrix_array(path, shape, dtype, chunks, *, storage_options=None, att
     storage_options = url_options(path, storage_options)
     # an empty folder is written into as it is (overwrite removes and re-makes it: a
     # read-only folder of the user's came back writable); anything else is replaced
-    empty_dir = not is_url(path) and os.path.isdir(path) and not os.listdir(path)
+    empty_dir = empty_local_dir(path)
     z = zarr.create_array(store=path, shape=tuple(int(s) for s in shape),
                           chunks=tuple(int(c) for c in chunks), dtype=np.dtype(dtype),
                           overwrite=not empty_dir, zarr_format=3,
@@ -655,9 +662,9 @@ def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
                 "permissions, or choose another output path.") from exc
     # an empty folder given as the output is written into, not removed and made again
     # (zarr's mode "w" does that: a read-only folder of the user's came back writable)
-    empty_dir = not is_url(out) and os.path.isdir(out) and not os.listdir(out)
     try:
-        g = zarr.open_group(_opened(out), mode="a" if empty_dir else "w", zarr_format=3,
+        g = zarr.open_group(_opened(out), mode="a" if empty_local_dir(out) else "w",
+                             zarr_format=3,
                              storage_options=storage_options)
     except PermissionError as exc:
         raise write_error(out, exc) from exc
@@ -815,8 +822,6 @@ def read_result(path, *, storage_options=None):
         same = ", ".join(f"{k}={p[k]}" for k in ("n_iter", "n_chains") if p.get(k) is not None)
         resumable = ""
         if status == "failed":
-            import contextlib
-
             from .checkpoint import saved_iterations
 
             with contextlib.suppress(Exception):
@@ -851,8 +856,7 @@ def _num(x, kind=float, default=float("nan")):
 
 
 def _read_complete(g, meta, s, path, storage_options):
-
-    from .result import TRACE_DTYPE, BIDResult
+    from .result import BIDResult
 
     tr = g["traces"]
     n_chains, n_iter = tr["mse"].shape
@@ -927,6 +931,7 @@ def result_columns(group_path, storage_options, z):
     import dask.array as da
 
     src = _ResultC(local_path(group_path), url_options(group_path, storage_options), z)
-    name = f"dask_bid-C-{src.run}" if src.run else None
-    return da.from_array(src, chunks=src.chunks, asarray=True, lock=False,
-                         name=name or False, meta=np.empty((0, 0), dtype=src.dtype))
+    # named by its run (a C without one, written before runs were marked: a fresh name)
+    name = f"dask_bid-C-{src.run}" if src.run else False
+    return da.from_array(src, chunks=src.chunks, asarray=True, lock=False, name=name,
+                         meta=np.empty((0, 0), dtype=src.dtype))

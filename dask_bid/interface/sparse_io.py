@@ -410,12 +410,12 @@ def _sorted_block(path, tmp, b, c0, indptr, index_base):
 
 def _check_dst(dst, overwrite):
     from ..engine.sparse_store import is_sparse_store, sparse_node
-    from ..engine.zarr_io import refuse_symlink
+    from ..engine.zarr_io import empty_local_dir, refuse_symlink
 
     d = os.fspath(dst)
     refuse_symlink(d, "the store")
     if os.path.exists(d):
-        empty_dir = os.path.isdir(d) and not os.listdir(d)
+        empty_dir = empty_local_dir(d)
         if not overwrite:
             raise ParameterError(f"{d!r} exists; pass overwrite=True to replace it, or choose "
                                  "another path.")

@@ -30,7 +30,6 @@ class Priors(NamedTuple):
     beta_t: float = 1.0
 
 
-
 def gbtn_box_mass(priors) -> float:
     """The probability that the GBTN hyperprior's unconstrained draw of (mu, tau, w) puts
     w in the box [a, b]: the acceptance rate of the rejection sampler that draws W from

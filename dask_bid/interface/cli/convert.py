@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from ..._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX, MISSING_ATTR, ROW_NAMES_ATTR
+from ..._files import file_stamp, same_file
 from ._core import CLIError, file_suffix, is_url
 from .reading import (
     KEEP_NAN,
@@ -49,12 +50,6 @@ NAMES_MAX = COLUMN_NAMES_MAX
 #: Attribute of a converted store: how many entries are subnormal (reading.py,
 #: count_subnormal), when there are any.
 SUBNORMAL_ATTR = "dask_bid_n_subnormal"
-
-
-def _source_stamp(path):
-    from ..._files import file_stamp
-
-    return file_stamp(path)
 
 
 def _not_this_conversion(existing, src, dst, stamp) -> str:
@@ -172,7 +167,7 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
         from ...engine.remote import check_bucket
 
         check_bucket(dst, output=True)
-    stamp = _source_stamp(src)
+    stamp = file_stamp(src)
     suffix = file_suffix(src)
     layout = None
     if suffix in TEXT_SUFFIXES:
@@ -316,8 +311,6 @@ def source_changed(src, dst) -> bool:
 
 
 def _same_source(existing, src) -> bool:
-    from ..._files import same_file
-
     return same_file(existing.attrs.get("dask_bid_converted_from"), src)
 
 

@@ -200,6 +200,13 @@ def _is_demo_result(result_path, matrix_path) -> bool:
             and os.path.realpath(fitted) == os.path.realpath(matrix_path))
 
 
+def _held(exc):
+    """The files of the user's that a refusal to replace a store of ours names, or None
+    (the refusal is of a store that is not ours at all)."""
+    m = re.search(r"it holds (.*), which dask_bid did not write", str(exc))
+    return m.group(1) if m else None
+
+
 def _check_replaceable(paths, own_folder=False):
     """The demo replaces what an earlier demo wrote in its folder, nothing else: a Zarr
     array, a result or a figure of the user's own under those names is refused before
@@ -221,9 +228,9 @@ def _check_replaceable(paths, own_folder=False):
             check_replaceable_array(paths["input"])
         except OutputExistsError as exc:
             # its words are those of overwrite=True, which the demo has no flag for
-            held = re.search(r"it holds (.*), which dask_bid did not write", str(exc))
-            refuse(paths["input"], f"it is a Zarr array dask_bid wrote, but it holds "
-                                   f"{held.group(1)}, which dask_bid did not write" if held
+            held = _held(exc)
+            refuse(paths["input"], f"it is a Zarr array dask_bid wrote, but it holds {held}, "
+                                   "which dask_bid did not write" if held
                    else "it is not a Zarr array dask_bid wrote")
         if not own_folder and not _is_demo_matrix(paths["input"]):
             refuse(paths["input"], "it is a Zarr array dask_bid wrote, not the demo's matrix")
@@ -231,10 +238,9 @@ def _check_replaceable(paths, own_folder=False):
         check_output(paths["result"], overwrite=True)
     except OutputExistsError as exc:
         # a result holding files of the user's is named so (it was "not a result")
-        held = re.search(r"it holds (.*), which dask_bid did not write", str(exc))
-        refuse(paths["result"], f"it is a result, but it holds {held.group(1)}, which "
-                                "dask_bid did not write" if held else
-                                "it is not a result dask_bid wrote")
+        held = _held(exc)
+        refuse(paths["result"], f"it is a result, but it holds {held}, which dask_bid did "
+                                "not write" if held else "it is not a result dask_bid wrote")
     if os.path.exists(paths["result"]) and not own_folder and not (
             matrix and _is_demo_result(paths["result"], paths["input"])):
         refuse(paths["result"], "it is a fit dask_bid wrote, not the demo's")

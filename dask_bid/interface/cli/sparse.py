@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from ..._files import same_file
 from ._core import CLIError, file_suffix, human_bytes, is_url, say
 
 __all__ = ["add_sparse_options", "sparse_input", "sparse_kind", "describe_sparse",
@@ -166,7 +167,7 @@ def _refuse_another_conversion(dst, src, args):
     if args.overwrite or not meta or not meta.get("complete") or not _ours(dst, src, meta):
         return
     s = meta.get("source") or {}
-    if not _same_file(s, src):
+    if not same_file(s, src):
         raise CLIError(f"{dst!r} was converted from an earlier version of {src!r}: pass "
                        "--overwrite to convert it again (fits of the earlier version then "
                        "no longer resume), or choose another --out folder.")
@@ -225,14 +226,6 @@ def _source_meta(dst):
     return meta
 
 
-def _same_file(source, src) -> bool:
-    """Whether a sparse store's recorded source (its stamp among the triplet options) is
-    the file ``src`` as it is now."""
-    from ..._files import same_file
-
-    return same_file(source, src)
-
-
 def _ours(dst, src, meta=None):
     """A sparse store converted from the same file (any options): replaced freely.
     ``meta``: the store's metadata when the caller has read it."""
@@ -248,7 +241,7 @@ def _reusable(dst, src, args):
         return False
     s = meta.get("source") or {}
     kw = _triplet_kw(args)
-    return (s.get("kind") == "triplets" and _same_file(s, src)
+    return (s.get("kind") == "triplets" and same_file(s, src)
             and s.get("index_base") == kw["index_base"]
             and s.get("columns") == list(kw["columns"])
             and (kw["shape"] is None or list(kw["shape"]) == meta.get("shape")))
