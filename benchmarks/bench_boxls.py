@@ -6,7 +6,8 @@ tree's ``box_lstsq`` against a baseline version of the module, in the same proce
     python benchmarks/bench_boxls.py --baseline /tmp/boxls_base.py
 
 Problems: a random basis C (M x K) and N columns whose least-squares coefficients lie
-far outside [-1, 1] (so that most columns run the active-set method); dense (one Gram),
+far outside [-1, 1] (so that most columns run the active-set method; ``--coef 0.5``:
+inside, the unconstrained solve alone); dense (one Gram),
 masked with 60 % of the entries observed (per-column Grams of full rank), and masked
 with fewer observed rows per column than K (singular per-column Grams). Prints the
 seconds of each version (best of 3 after a compile run), their ratio, and the largest
@@ -36,9 +37,9 @@ def _baseline(path):
     return mod
 
 
-def _problem(kind, M, K, N, rng):
+def _problem(kind, M, K, N, rng, coef=4.0):
     C = rng.standard_normal((M, K))
-    A = C @ rng.uniform(-4, 4, (K, N)) + 0.3 * rng.standard_normal((M, N))
+    A = C @ rng.uniform(-coef, coef, (K, N)) + 0.3 * rng.standard_normal((M, N))
     if kind == "dense":
         return dict(G=C.T @ C, H=C.T @ A), C, A, np.ones(A.shape, bool)
     share = 0.6 if kind == "masked" else 0.6 * K / M
@@ -69,17 +70,21 @@ def main(argv=None):
     ap.add_argument("--k", type=int, nargs="+", default=[20, 60, 120])
     ap.add_argument("--rows", type=int, default=300)
     ap.add_argument("--cols", type=int, default=200)
+    ap.add_argument("--coef", type=float, default=4.0,
+                    help="coefficients drawn in [-coef, coef]: 4 puts most columns outside "
+                         "the box (the active set), 0.5 inside (the unconstrained solve)")
+    ap.add_argument("--kinds", nargs="+", default=["dense", "masked", "masked, rank < K"])
     args = ap.parse_args(argv)
     base = _baseline(args.baseline)
     print(f"command: python {' '.join(sys.argv)}")
     print(f"load average at start: {open('/proc/loadavg').read().split()[:3]}")
     print("| problem | K | baseline (s) | this tree (s) | baseline / this | max SSE diff / norm |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for kind in ("dense", "masked", "masked, rank < K"):
+    for kind in args.kinds:
         for K in args.k:
             kw, C, A, obs = _problem(kind.split(",")[0] if kind != "masked, rank < K"
                                      else "singular", args.rows, K, args.cols,
-                                     np.random.default_rng(K))
+                                     np.random.default_rng(K), coef=args.coef)
             tb, Wb = _time(base.box_lstsq, kw)
             tc, Wc = _time(current.box_lstsq, kw)
             sb, sc = _sse(C, A, obs, Wb), _sse(C, A, obs, Wc)
