@@ -9,8 +9,10 @@ import os
 __all__ = ["other_file_advice", "local_path", "file_stamp", "same_file"]
 
 #: URL forms fsspec reads as this machine's files: a path to them (``file://localhost/p``
-#: is ``/p``)
+#: is ``/p``). ``file:/p`` is RFC 8089's short form of ``file:///p``: read as a relative
+#: path it wrote into a folder named ``file:`` of the current one.
 _LOCAL_PREFIXES = ("file://localhost/", "local://localhost/", "file://", "local://")
+_SHORT_FILE = "file:/"
 
 
 def local_path(path):
@@ -23,6 +25,8 @@ def local_path(path):
     for prefix in _LOCAL_PREFIXES:
         if path.startswith(prefix):
             return ("/" if prefix.endswith("localhost/") else "") + path[len(prefix):]
+    if path.startswith(_SHORT_FILE):
+        return path[len(_SHORT_FILE) - 1:]
     return path
 
 #: Files people keep matrices in that are read by none of the paths: what to do instead

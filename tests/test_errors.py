@@ -589,7 +589,8 @@ def test_output_equal_to_the_input(store):
 
 
 @pytest.mark.parametrize("how", ["zarr-array-object", "file-url", "local-url",
-                                 "file-localhost-url", "relative", "nested"])
+                                 "file-localhost-url", "file-short-url", "relative",
+                                 "nested"])
 def test_output_overlapping_the_input_in_other_spellings(store, how, monkeypatch):
     # fsspec's local:// (and file://localhost/) name this machine's files too: compared as
     # URL text, local:// got past the check and overwrite=True deleted the input
@@ -602,6 +603,8 @@ def test_output_overlapping_the_input_in_other_spellings(store, how, monkeypatch
         out = "local://" + store
     elif how == "file-localhost-url":
         out = "file://localhost" + store
+    elif how == "file-short-url":  # RFC 8089's file:/p; once written to ./file:/p
+        out = "file:" + store
     elif how == "relative":
         monkeypatch.chdir(Path(store).parent)
         A_in = os.path.basename(store)
