@@ -178,6 +178,13 @@ def test_same_random_state_identical_and_seeds_matter():
     r1 = randomized_id(A, 5, random_state=np.random.RandomState(7))
     r2 = randomized_id(A, 5, random_state=np.random.RandomState(7))
     np.testing.assert_array_equal(r1.columns_, r2.columns_)
+    # a SeedSequence, as BayesianID takes: the same one twice, the same columns; other
+    # entropies, other sketches
+    ss = np.random.SeedSequence(7)
+    s1, s2 = (randomized_id(A, 5, random_state=ss) for _ in range(2))
+    np.testing.assert_array_equal(s1.columns_, s2.columns_)
+    assert len({tuple(randomized_id(A, 5, random_state=np.random.SeedSequence(e)).columns_)
+                for e in range(5)}) > 1
 
 
 # ----------------------------------------------------------------------------- transforms

@@ -71,6 +71,10 @@ def _base_seed(random_state) -> int:
         return int(random_state.integers(0, 2**63 - 1))
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(0, 2**63 - 1, dtype=np.int64))
+    if isinstance(random_state, np.random.SeedSequence):
+        # its first word, without advancing it: the same SeedSequence, the same columns
+        # (as BayesianID, which takes one too)
+        return int(random_state.generate_state(1, np.uint64)[0] >> np.uint64(1))
     raise AssertionError("unreachable: random_state validated before")
 
 
@@ -226,7 +230,7 @@ class RandomizedID:
     n_power_iter : int, default 0
         Power (subspace) iterations ``S <- S A^T A``, with re-orthonormalisation;
         each costs one more pass over A. Randomized only.
-    random_state : None, int, numpy.random.Generator or numpy.random.RandomState
+    random_state : None, int, numpy.random.SeedSequence, Generator or RandomState
         Seed of the Gaussian test matrix. An int gives results that do not depend
         on the input kind or chunking, up to rounding (Omega is generated tile by
         tile from it).
@@ -323,13 +327,14 @@ class RandomizedID:
             if not _is_int(v) or v < 0:
                 raise ParameterError(f"{name} must be an integer >= 0, got {v!r}.")
         rs = self.random_state
-        ok_rs = rs is None or isinstance(rs, (np.random.Generator, np.random.RandomState)) or (
+        ok_rs = rs is None or isinstance(rs, (np.random.Generator, np.random.RandomState,
+                                              np.random.SeedSequence)) or (
             _is_int(rs) and rs >= 0
         )
         if not ok_rs:
             raise ParameterError(
-                f"random_state must be None, a non-negative int, a numpy Generator or "
-                f"RandomState, got {rs!r}."
+                f"random_state must be None, a non-negative int, a numpy SeedSequence, "
+                f"Generator or RandomState, got {rs!r}."
             )
         c = self.chunks
         if c is not None and (not _is_int(c) or c < 1):
