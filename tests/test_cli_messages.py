@@ -26,6 +26,22 @@ def _npy_object(d):
     return d / "in.npy"
 
 
+def _npy_text(d):
+    # 2 x 2: K = 2 is out of range as well; the dtype is said first (was the --k error)
+    np.save(d / "in.npy", np.array([["1", "2"], ["3", "4"]]))
+    return d / "in.npy"
+
+
+def _npy_complex(d):
+    np.save(d / "in.npy", np.ones((10, 4), dtype=complex))
+    return d / "in.npy"
+
+
+def _npy_structured(d):
+    np.save(d / "in.npy", np.zeros(10, dtype=[("x", "f8"), ("y", "f8")]))
+    return d / "in.npy"
+
+
 def _npy_garbage(d):
     (d / "in.npy").write_bytes(b"these are not the bytes of a numpy file\n" * 4)
     return d / "in.npy"
@@ -132,6 +148,11 @@ def _planted():
 CASES = [
     ("empty .npy", _npy_empty, [], ["is empty", "numpy.save"]),
     ("object .npy", _npy_object, [], ["Python objects", "save a float array"]),
+    ("text or complex .npy", _npy_text, [], ["holds <U1 values, not real numbers",
+                                              "A.astype(float)"]),
+    ("text or complex .npy", _npy_complex, [], ["holds complex128 values", "A.real"]),
+    ("structured .npy (named fields)", _npy_structured, [],
+     ["structured array (fields x, y)", "column_stack"]),
     ("not a .npy", _npy_garbage, [], ["is not a .npy file", "numpy.save"]),
     ("truncated .npy", _npy_truncated, [], ["is truncated", "bytes"]),
     ("text cell not a number", _csv_bad_cell, [],
@@ -190,6 +211,15 @@ def test_fit_refusal_is_one_line_and_leaves_nothing(row, build, extra, fragments
     assert cap.out == ""
     # no output, no converted store: the retry is not blocked
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("build, dtype", [(_npy_complex, "complex128"), (_npy_text, "<U1"),
+                                          (_npy_structured, "('x', '<f8')")])
+def test_info_describes_a_npy_file_fit_refuses(build, dtype, tmp_path, capsys):
+    """``info`` looks at the file: its dtype, and a note that fit needs real numbers."""
+    assert main(["info", str(build(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert dtype in out and "not real numbers: dask-bid fits float" in out, out
 
 
 @pytest.mark.parametrize("extra, fragments", [

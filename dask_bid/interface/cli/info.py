@@ -102,9 +102,11 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
     if not is_url(spath) and os.path.isfile(spath):
         size = os.path.getsize(spath)
         if suffix == ".npy":
-            shape, dtype = npy_header(spath)
-            counts = scan_non_finite(spath)._asdict()
-            return {"kind": "npy file", "path": spath, "shape": list(shape),
+            shape, dtype = npy_header(spath, numbers=False)
+            # the dtype is described; NaN is counted where fit would read the numbers
+            numbers = dtype.kind in "fiub" and not dtype.names
+            counts = scan_non_finite(spath)._asdict() if numbers else {}
+            return {"kind": "npy file", "path": spath, "shape": list(shape), "numbers": numbers,
                     "dtype": str(dtype), "size": int(np.prod(shape)) * dtype.itemsize,
                     "file_size": size, **counts}
         if suffix in TEXT_SUFFIXES:
@@ -333,6 +335,9 @@ def info_lines(info) -> list[str]:
         lines += _missing_lines(info)
         if len(info["shape"]) != 2:
             lines.append("  note       not a matrix: dask-bid needs a 2-D array")
+        if info.get("numbers") is False:
+            lines.append("  note       not real numbers: dask-bid fits float, integer or "
+                         "boolean values")
     elif kind == "text file":
         lines += [f"  shape      {info['shape'][0]} x {info['shape'][1]}",
                   f"  delimiter  {info['delimiter']}"

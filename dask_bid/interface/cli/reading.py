@@ -565,8 +565,9 @@ def iter_text_blocks(path, layout: TextLayout, rows_per_block: int, labels=None)
 
 # ----------------------------------------------------------------------------- .npy
 
-def npy_header(path):
-    """``(shape, dtype)`` of a ``.npy`` file from its header, checked; nothing is loaded."""
+def npy_header(path, numbers=True):
+    """``(shape, dtype)`` of a ``.npy`` file from its header, checked; nothing is loaded.
+    ``numbers=False`` (``info``, which describes the file) lets a non-numeric dtype pass."""
     spath = os.fspath(path)
     size = os.path.getsize(spath)
     fix = "save the matrix with numpy.save(path, A) or use a .csv/.txt file"
@@ -590,6 +591,19 @@ def npy_header(path):
         raise CLIError(f"{spath!r} holds Python objects (dtype {dtype}), not numbers; "
                        "dask-bid reads numeric .npy files only: save a float array, e.g. "
                        "numpy.save(path, A.astype(float)).")
+    # before anything else is said about the array (its shape, K against its columns):
+    # a matrix of strings or of records is not fitted whatever K is
+    if numbers and dtype.names:
+        raise CLIError(f"{spath!r} holds a structured array (fields {', '.join(dtype.names)}), "
+                       "not a matrix of numbers: save the fields as the columns of one float "
+                       "array, e.g. numpy.save(path, numpy.column_stack([A[f] for f in "
+                       "A.dtype.names]).astype(float)).")
+    if numbers and dtype.kind not in "fiub":
+        fix_values = ("A.real.astype(float)) if the data are really real"
+                      if dtype.kind == "c" else "A.astype(float)) if the values are numbers")
+        raise CLIError(f"{spath!r} holds {dtype} values, not real numbers; dask-bid fits float, "
+                       f"integer or boolean .npy files: save a float array, e.g. "
+                       f"numpy.save(path, {fix_values}.")
     need = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if size < need:
         raise CLIError(f"{spath!r} is truncated: its header announces a {dtype} array of "
