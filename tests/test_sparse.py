@@ -17,6 +17,7 @@ from dask_bid import (
     IncompleteStoreError,
     InputShapeError,
     NonFiniteInputError,
+    OutputExistsError,
     ParameterError,
 )
 from dask_bid.engine.sparse_backend import dense_columns, plan_sparse_layout
@@ -209,11 +210,11 @@ def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):
 def test_refusals_of_the_destination_and_of_incomplete_stores(tmp_path):
     A = _matrix()
     convert_sparse(_coo(A), tmp_path / "X.zarr", quiet=True)
-    with pytest.raises(ParameterError, match="exists; pass overwrite=True to replace it"):
+    with pytest.raises(OutputExistsError, match="exists; pass overwrite=True to replace it"):
         convert_sparse(_coo(A), tmp_path / "X.zarr", quiet=True)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "f.txt").write_text("mine")
-    with pytest.raises(ParameterError, match="is not a sparse store; overwrite replaces only"):
+    with pytest.raises(OutputExistsError, match="is not a sparse store; overwrite replaces only"):
         convert_sparse(_coo(A), tmp_path / "other", quiet=True, overwrite=True)
     # one column: refused before anything is written (the store was written, then
     # refused, and blocked the retry); a dense array: named (an AttributeError before)

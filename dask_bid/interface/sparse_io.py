@@ -416,19 +416,20 @@ def _check_dst(dst, overwrite):
     refuse_symlink(d, "the store")
     if os.path.exists(d):
         empty_dir = empty_local_dir(d)
+        # OutputExistsError, as for every other output (was ParameterError)
+        from .._errors import OutputExistsError
+
         if not overwrite:
-            raise ParameterError(f"{d!r} exists; pass overwrite=True to replace it, or choose "
-                                 "another path.")
+            raise OutputExistsError(f"{d!r} exists; pass overwrite=True to replace it, or "
+                                    "choose another path.")
         if not (empty_dir or is_sparse_store(d)):
-            raise ParameterError(f"{d!r} exists and is not a sparse store; overwrite replaces "
-                                 "only a sparse store (or an empty directory): choose another "
-                                 "path.")
+            raise OutputExistsError(f"{d!r} exists and is not a sparse store; overwrite "
+                                    "replaces only a sparse store (or an empty directory): "
+                                    "choose another path.")
         from ..engine.zarr_io import foreign_entries
 
         foreign = [] if empty_dir else foreign_entries(d, nodes=sparse_node)
         if foreign:  # the store is replaced whole: never with a file of the user's in it
-            from .._errors import OutputExistsError
-
             raise OutputExistsError(
                 f"refusing to replace {d!r}: besides a sparse store it holds "
                 f"{', '.join(foreign[:4])}, which dask_bid did not write. Move them out, or "
