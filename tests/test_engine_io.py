@@ -306,10 +306,20 @@ def test_no_client_starts_and_stops_a_local_cluster(store):
     A, path = store
     with pytest.raises(ValueError):
         default_client()
-    res = bayesian_id(path, K, **{**KW_CLUSTER, "n_iter": 12, "burn_in": 4})
+    environ = dict(os.environ)
+    seen = []
+    res = bayesian_id(path, K, **{**KW_CLUSTER, "n_iter": 12, "burn_in": 4},
+                      callback=lambda st: seen.append(os.environ.get("OMP_NUM_THREADS")))
     assert res.components.shape == (K, N)
     with pytest.raises(ValueError):  # nothing left behind as the default
         default_client()
+    # nor in the environment: distributed's nannies set OMP_NUM_THREADS=1 and others in
+    # this process for their workers, and left them for everything started after the fit
+    nanny_sets = [*dask.config.get("distributed.nanny.pre-spawn-environ"), "PYTHONHASHSEED",
+                  "__DASK_PARENT_PID"]
+    assert "OMP_NUM_THREADS" in nanny_sets
+    assert {k: os.environ.get(k) for k in nanny_sets} == {k: environ.get(k) for k in nanny_sets}
+    assert set(seen) == {environ.get("OMP_NUM_THREADS")}  # during the fit as well
 
 
 @pytest.mark.parametrize("extra", [

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import weakref
 
 import dask
@@ -612,19 +613,38 @@ def cluster_executor(client=None, *, timeout=None, n_workers=2,
     # a Ctrl-C while the cluster starts (a notebook's "interrupt kernel") landed inside
     # LocalCluster(...) and left its worker processes running: it is held until the
     # cluster and its client exist, then both are closed and the interrupt raised
+    environ = dict(os.environ)
     with InterruptLatch("dask-bid: stopping once the local cluster has started (Ctrl-C "
                         "again to stop at once)") as starting:
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                               processes=True, dashboard_address=":0",
-                               silence_logs=logging.ERROR)
         try:
-            c = Client(cluster, set_as_default=False)
-        except BaseException:
-            cluster.close()
-            raise
+            cluster = LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                                   processes=True, dashboard_address=":0",
+                                   silence_logs=logging.ERROR)
+            try:
+                c = Client(cluster, set_as_default=False)
+            except BaseException:
+                cluster.close()
+                raise
+        finally:
+            _restore_environ(environ)
     try:
         starting.check()
         yield DistributedExecutor(c)
     finally:
         c.close()
         cluster.close()
+        _restore_environ(environ)  # a worker the nanny restarted set them again
+
+
+def _restore_environ(before):
+    """The calling process's environment as it was. distributed's nannies set
+    OMP_NUM_THREADS=1 (MKL's, OpenBLAS'), MALLOC_TRIM_THRESHOLD_ and PYTHONHASHSEED in the
+    process that starts them, for their workers to inherit, and leave them there: after a
+    fit on the cluster dask_bid started, a notebook's later subprocesses, and libraries that
+    read them when first imported (a thread pool), ran on one thread. The workers started
+    already have their copy; a nanny restarting one sets them again."""
+    for k in set(os.environ) - set(before):
+        del os.environ[k]
+    for k, v in before.items():
+        if os.environ.get(k) != v:
+            os.environ[k] = v
