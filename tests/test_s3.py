@@ -188,6 +188,30 @@ def test_fit_reads_its_input_from_s3_and_writes_its_output_there(s3, s3_input, l
     assert_same_chain(again, local_fit)
 
 
+@pytest.mark.parametrize("how", ["rewritten", "chunk removed"])
+def test_an_s3_input_changed_during_the_fit_fails_it(s3, s3_input, how):
+    """As for a local store (tests/test_engine_safety.py): the input rewritten with
+    another matrix, or a chunk deleted, while the fit read it gave a "complete" fit of
+    two matrices (a missing chunk reads as zeros). Watched by the listing's ETags."""
+    from dask_bid import InputChangedError
+
+    bucket, url = s3_input
+    so = s3.options()
+
+    def change(st):
+        if st.iteration == 4:
+            if how == "rewritten":
+                to_zarr(_matrix(seed=9), url, chunks=CHUNKS, storage_options=so,
+                        overwrite=True)
+            else:
+                key = next(k for k in s3.keys(bucket) if k.startswith("A.zarr/c/"))
+                s3.client().delete_object(Bucket=bucket, Key=key)
+
+    with pytest.raises(InputChangedError, match="changed while the fit read it .*(written|"
+                                                "1 object.s. removed)"):
+        bayesian_id(url, K, storage_options=so, callback=change, **FEW)
+
+
 def test_one_storage_options_for_an_s3_input_and_a_local_output(s3, s3_input, local_fit,
                                                               tmp_path):
     bucket, url = s3_input

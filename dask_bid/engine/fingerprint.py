@@ -83,7 +83,7 @@ def compare_checksum(stored, now, where):
 
 
 class StoreWatch:
-    """Whether the files of a local input store changed while a fit read it.
+    """Whether the files of an input store changed while a fit read it.
 
     The checksum above is taken once, in the first pass; later passes, and the copy of
     the basis columns into the output's C at the end, read the store again. A store
@@ -92,13 +92,26 @@ class StoreWatch:
     with its W and MSE from one matrix and its C from another (or zeros: missing chunks
     read as the fill value). Every write to a file sets its change time (``st_ctime``),
     which no copy can set back: :meth:`check` refuses a store with a file changed since
-    :meth:`start`, or with files added or removed. Object stores are not watched."""
+    :meth:`start`, or with files added or removed.
 
-    def __init__(self, path):
+    An object store (``s3://...``) is watched by its listing: each object's size and
+    ETag (a digest of its bytes; the modification time where a store gives none), one
+    listing of the store per check (a request per 1,000 objects). Where the credentials
+    may read the objects but not list them, the fit runs unwatched (a logged warning)."""
+
+    def __init__(self, path, storage_options=None):
         p = None if path is None else local_path(str(path))
-        self.path = p if p is not None and "://" not in p and os.path.isdir(p) else None
+        self.fs = self.root = None
+        if p is not None and "://" in p:
+            import fsspec
+
+            self.fs, self.root = fsspec.core.url_to_fs(p, **(storage_options or {}))
+            self.path = p
+        else:
+            self.path = p if p is not None and os.path.isdir(p) else None
         self.t0 = None
         self.n_files = None
+        self.objects = None
 
     def _scan(self):
         n, newest = 0, 0
@@ -112,8 +125,27 @@ class StoreWatch:
                 newest = max(newest, st.st_ctime_ns)
         return n, newest
 
+    def _list(self):
+        """``{key: (size, tag)}`` of the objects under the store, listed afresh."""
+        self.fs.invalidate_cache(self.root)  # s3fs keeps listings: a change must show
+        found = self.fs.find(self.root, detail=True)
+        return {k: (v.get("size"), _object_tag(v)) for k, v in found.items()
+                if v.get("type", "file") != "directory"}
+
     def start(self):
-        if self.path is not None:
+        if self.fs is not None:
+            try:
+                self.objects = self._list()
+            except PermissionError as exc:  # reading allowed, listing not: unwatched
+                import logging
+
+                logging.getLogger("dask_bid").warning(
+                    "the input %r is not watched for changes during the fit: listing it "
+                    "was refused (%s)", self.path, " ".join(str(exc).split()))
+                self.path = None
+                return self
+            self.t0 = time.time_ns()
+        elif self.path is not None:
             self.t0 = time.time_ns()
             self.n_files = self._scan()[0]
         return self
@@ -122,15 +154,44 @@ class StoreWatch:
         """Raise :class:`~dask_bid.InputChangedError` if the store changed since start."""
         if self.path is None or self.t0 is None:
             return
+        if self.fs is not None:
+            return self._check_objects()
         if not os.path.isdir(self.path):
-            raise InputChangedError(
-                f"the input {self.path!r} was removed while the fit read it: the result "
-                "would not be of one matrix. Fit again on a store that stays in place.")
+            self._removed()
         n, newest = self._scan()
         if n != self.n_files or newest >= self.t0:
             why = (f"{abs(n - self.n_files)} file(s) {'added' if n > self.n_files else 'removed'}"
                    if n != self.n_files else "its files were written")
-            raise InputChangedError(
-                f"the input {self.path!r} changed while the fit read it ({why} after it "
-                "started): the result would mix two matrices. Fit again once the input "
-                "stays as it is (a copy of it to fit from, if something else writes it).")
+            self._changed(why)
+
+    def _check_objects(self):
+        now = self._list()
+        if now == self.objects:
+            return
+        if not now:
+            self._removed()
+        added, removed = len(now.keys() - self.objects), len(self.objects.keys() - now)
+        why = (f"{added} object(s) added" if added else
+               f"{removed} object(s) removed" if removed else "its objects were written")
+        self._changed(why)
+
+    def _removed(self):
+        raise InputChangedError(
+            f"the input {self.path!r} was removed while the fit read it: the result "
+            "would not be of one matrix. Fit again on a store that stays in place.")
+
+    def _changed(self, why):
+        raise InputChangedError(
+            f"the input {self.path!r} changed while the fit read it ({why} after it "
+            "started): the result would mix two matrices. Fit again once the input "
+            "stays as it is (a copy of it to fit from, if something else writes it).")
+
+
+def _object_tag(info):
+    """What identifies an object's bytes in a listing: its ETag (S3, GCS, Azure), else
+    its modification time."""
+    for key in ("ETag", "etag", "md5Hash", "LastModified", "last_modified", "mtime",
+                "updated"):
+        if info.get(key) is not None:
+            return str(info[key])
+    return None

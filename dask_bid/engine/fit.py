@@ -620,7 +620,8 @@ class _Fit:
         group, src, out = self.group, self.src, self.out
         scale = 0
         # the input store's files, watched from here to the end (engine/fingerprint.py)
-        self.watch = StoreWatch(src.path if src.kind in ("zarr", "sparse") else None).start()
+        self.watch = StoreWatch(src.path if src.kind in ("zarr", "sparse") else None,
+                                self.storage_options).start()
         if self.existing:
             stored = dict(group.attrs["dask_bid"])
             extending = _check_stored(stored, self.meta, self.entropy_given, out,
