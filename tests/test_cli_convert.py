@@ -126,11 +126,23 @@ def test_a_table_is_not_read_as_triplets_by_default(tmp_path, capsys):
     assert main(["convert", str(src), "--out", str(store), "--format", "dense",
                  "--header", "no", "-q"]) == 0
     np.testing.assert_array_equal(zarr.open_array(store, mode="r")[...], counts)
-    # a triplet file (4 fields: MovieLens' timestamp) is still read as triplets
+    # 3 or 4 fields (MovieLens' timestamp): a narrow matrix or triplets? Asked: read as
+    # triplets by default, a 4-column matrix became a sparse store of other numbers than
+    # the matrix `fit` reads from the file
     trip = tmp_path / "r.tsv"
     trip.write_text("0\t0\t1.5\t99\n1\t1\t2.0\t98\n1\t0\t0.5\t97\n")
-    assert main(["convert", str(trip), "--out", str(tmp_path / "r.zarr"), "-q"]) == 0
+    assert main(["convert", str(trip), "--out", str(tmp_path / "r.zarr"), "-q"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "4 fields on its first line",
+                          "a matrix of 4 columns (as `dask-bid fit` reads it)",
+                          "Pass --format dense or --format triplets")
+    assert _listing(tmp_path) == ["c.zarr", "counts.csv", "r.tsv"]
+    assert main(["convert", str(trip), "--out", str(tmp_path / "r.zarr"), "-q",
+                 "--format", "triplets"]) == 0
     assert zarr.open_group(tmp_path / "r.zarr", mode="r").attrs["dask_bid_sparse"]
+    # a triplet option says it too
+    assert main(["convert", str(trip), "--out", str(tmp_path / "r1.zarr"), "-q",
+                 "--index-base", "0"]) == 0
+    assert zarr.open_group(tmp_path / "r1.zarr", mode="r").attrs["dask_bid_sparse"]
 
 
 @pytest.mark.parametrize("extra, fragment", [

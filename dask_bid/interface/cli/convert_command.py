@@ -27,7 +27,9 @@ __all__ = ["add_parser", "run"]
 _FORMAT_HELP = ("dense: INPUT is a matrix (.npy, or a .csv / .tsv / .txt table), written as "
                 "a Zarr array; triplets: INPUT holds one observed entry per line, ROW COL "
                 "VALUE, written as a sparse store (fitted with --missing mask). Default: "
-                "dense for a .npy, triplets for a text or parquet file")
+                "dense for a .npy, triplets for a parquet file or where a triplet option "
+                "(--sep, --columns, --shape, --index-base) is given; a text file without "
+                "them is asked for, as a matrix and triplets of 3 or 4 fields look alike")
 
 
 def _chunks(text):
@@ -68,8 +70,10 @@ def run(args):
         raise CLIError(f"{', '.join(dense_only)} appl{'y' if len(dense_only) > 1 else 'ies'} "
                        f"to a dense matrix; {src!r} is read as a triplet file (pass --format "
                        "dense if it is a matrix).")
-    if args.format is None and args.columns is None:
-        _refuse_a_wide_table(src, args.sep)
+    from .sparse import _given_triplet_options
+
+    if args.format is None and not _given_triplet_options(args):
+        _refuse_a_table_read_either_way(src)
     from .sparse import convert_triplet_file
 
     args.format = "triplets"  # the default for a text file: its triplet options apply
@@ -82,13 +86,15 @@ def run(args):
 _TRIPLET_FIELDS_MAX = 4
 
 
-def _refuse_a_wide_table(src, sep):
+def _refuse_a_table_read_either_way(src):
+    """A text file given no --format and no triplet option: asked, never guessed. Read as
+    triplets by default (once the default), a 3- or 4-column matrix became a sparse store
+    of other numbers than the matrix `dask-bid fit` reads from the same file."""
     from ..sparse_io import TRIPLET_SUFFIXES
 
     if is_url(src) or not os.path.isfile(src) or file_suffix(src) not in TEXT_SUFFIXES:
         return
-    if sep is None:
-        sep = TRIPLET_SUFFIXES[file_suffix(src)]
+    sep = TRIPLET_SUFFIXES[file_suffix(src)]
     with open(src, encoding="utf-8", errors="replace") as fh:
         for line in itertools.islice(fh, 50):
             if line.strip() and not line.lstrip().startswith("#"):
@@ -100,6 +106,9 @@ def _refuse_a_wide_table(src, sep):
         raise CLIError(f"{src!r} has {n} fields on its first line, a table rather than "
                        "(row, column, value) triplets: pass --format dense to convert the "
                        "matrix, or --format triplets --columns R,C,V to read those fields.")
+    raise CLIError(f"{src!r} has {n} fields on its first line: a matrix of {n} columns (as "
+                   "`dask-bid fit` reads it) or (row, column, value) triplets? Pass --format "
+                   "dense or --format triplets.")
 
 
 def _convert_dense(args, src, dst):
