@@ -18,6 +18,7 @@ import zarr
 from dask_bid import open_result
 from dask_bid.interface.cli import CLIError, convert_to_zarr, main
 from dask_bid.interface.cli.convert import load_in_memory
+from dask_bid.interface.cli.reading import KEEP_NAN
 from dask_bid.interface.demo import make_demo_matrix
 
 M, N, K = 40, 12, 3
@@ -363,6 +364,55 @@ def test_a_trailing_delimiter_then_a_value_is_refused(A, tmp_path):
     with pytest.raises(CLIError, match=r"line 8 of .* ends with a value \('5.0'\) where the "
                        "first lines end with the delimiter"):
         load_in_memory(str(path))
+
+
+@pytest.mark.parametrize("text, want", [
+    # a quoted field holding the delimiter is one field: a label, a header name
+    ('"cell, A",1.5,2\n"cell, B",3,4\n', [[1.5, 2], [3, 4]]),
+    ('"IC50, uM","EC50, uM"\n1,2\n3,4\n', [[1, 2], [3, 4]]),
+    # comment lines ("#" then a space) are skipped, at the top and between rows
+    ("# exported by a pipeline\n1,2\n# a note\n3,4\n", [[1, 2], [3, 4]]),
+    # ... but a row starting with a spreadsheet's #N/A is a row (its first value missing)
+    ("1,2\n#N/A,4\n", [[1, 2], [np.nan, 4]]),
+    # every line ends with the delimiter, no header: no fourth column of NaN (the NaN
+    # refusal's --fill-missing zero then made it a column of zeros)
+    ("1,2,3,\n4,5,6,\n", [[1, 2, 3], [4, 5, 6]]),
+], ids=["quoted-label", "quoted-header", "comments", "na-row", "trailing-no-header"])
+def test_quotes_comments_and_trailing_delimiters_read_as_the_matrix(text, want, tmp_path):
+    path = tmp_path / "m.csv"
+    path.write_text(text)
+    np.testing.assert_array_equal(load_in_memory(str(path), fill_missing=KEEP_NAN),
+                                  np.asarray(want, dtype=float))
+
+
+@pytest.mark.parametrize("text, match", [
+    # "1,234.5" was split at its comma: row labels '1', '3', and a shifted row of numbers
+    ('a,b\n"1,234.5",2\n"3,456.0",4\n', r'holds "1,234.5", a number written with a '
+                                          r"thousands separator.*\(e.g. 1234.5\)"),
+    # a decimal comma file with a decimal point: "4.000" was read as 4
+    ("a;b\n1,5;2\n3;4.000\n", r"line 3, column 2 of .* holds '4.000' with a decimal point.*"
+                              "decimal comma"),
+    # labels, some of them numbers, no header: --header yes made line 2's label data
+    ("22RV1,1,2\n2004,3,4\n2313287,5,6\n", "--header no --row-labels first"),
+], ids=["thousands", "two-decimal-marks", "labels-no-header"])
+def test_numbers_that_would_be_misread_are_refused(text, match, tmp_path):
+    path = tmp_path / "m.csv"
+    path.write_text(text)
+    with pytest.raises(CLIError, match=match):
+        load_in_memory(str(path))
+
+
+def test_a_file_that_is_not_utf8_is_named_in_one_line(tmp_path, capsys):
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("\u00b5M_a,\u00b5M_b\n1,2\n3,4\n".encode("latin-1"))
+    for cmd in (["convert", str(path), "--format", "dense", "--out", str(tmp_path / "o")],
+                ["fit", str(path), "--k", "1", "--out", str(tmp_path / "f.zarr")],
+                ["info", str(path)]):
+        assert main(cmd) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is not UTF-8 text (byte 0xb5" in err, err
+        assert "iconv" in err and "traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latin1.csv"]
 
 
 def test_subnormal_entries_are_counted_and_warned_about(A, tmp_path, capsys):

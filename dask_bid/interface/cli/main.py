@@ -173,6 +173,18 @@ def main(argv=None) -> int:
             raise
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 2
+    except UnicodeDecodeError as exc:
+        # a text file in another encoding (Latin-1's µ), or a binary file named .csv: the
+        # codec's words named neither the file nor what to do
+        if debug:
+            raise
+        what = getattr(args, "input", None) or getattr(args, "path", None)
+        print(f"{PROG}: error: {what!r} is not UTF-8 text (byte "
+              f"0x{exc.object[exc.start]:02x}: {exc.reason}): save it as UTF-8 (a "
+              "spreadsheet's \"CSV UTF-8\"; iconv -f latin1 -t utf-8 IN > OUT); if it is "
+              "compressed (.gz) or binary, decompress it or save the matrix as .npy.",
+              file=sys.stderr)
+        return 2
     except (OSError, ValueError) as exc:
         if isinstance(exc, BrokenPipeError) and _stdout_gone():
             # the reader of our output has gone (``dask-bid info ... | head``): stop

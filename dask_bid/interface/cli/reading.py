@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..._na import NA_TOKENS
+from ..._na import NA_TOKENS, split_fields
 from ._core import CLIError, file_suffix
 
 __all__ = ["TextLayout", "detect_text_layout", "count_rows", "iter_text_blocks",
@@ -52,6 +52,8 @@ NAN_ADVICE = ("Pass --missing mask to fit the observed entries only (NaN marks a
 _DELIM_NAMES = {None: "whitespace", ",": "comma", "\t": "tab", ";": "semicolon"}
 
 #: A number with a decimal comma (a semicolon-separated export of a European spreadsheet)
+#: a number with thousands separators, "1,234.5" (quoted in a comma-separated file)
+_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d*)?$")
 _DECIMAL_COMMA = re.compile(r"^[+-]?\d*,\d+(?:[eE][+-]?\d+)?$")
 
 #: Text matrices: what ``fit`` converts and ``--row-labels`` / ``--header`` apply to.
@@ -249,8 +251,24 @@ def _column_numbers(fields) -> bool:
     return len(vals) > 2 and vals == list(range(len(vals)))
 
 
+def _content(line: str) -> bool:
+    """A line that holds a row (or the header): not blank, not a comment. A comment is
+    ``#`` then a space, another ``#`` or nothing ("# exported by ..."): a row may start
+    with a spreadsheet's #N/A (a missing value) or #DIV/0!, and such a row read as a
+    comment would be dropped without a word."""
+    s = line.strip()
+    return bool(s) and not _comment(s)
+
+
+def _comment(s) -> bool:
+    """``s`` (stripped, str or bytes) is a comment line (see :func:`_content`)."""
+    if isinstance(s, bytes):
+        s = s[:2].decode("latin-1")
+    return s[:1] == "#" and (len(s) == 1 or s[1] in " \t#")
+
+
 def _split(line, delim):
-    return line.split(delim) if delim else line.split()
+    return split_fields(line, delim or None)
 
 
 def _integers(fields) -> bool:
@@ -278,10 +296,16 @@ def _auto_header(path, fields, second, labels) -> bool:
             # as a header it would silently drop a row of the matrix), or a header of
             # mostly numeric names?
             word = next(_unquoted(f) for f in body if _text(f))
+            # text in the first field only: row labels as likely (some labels numbers,
+            # "22RV1" then "2004"), and --header yes then made line 2's label a number
+            labels_hint = ("; if the first column holds row labels, pass --header no "
+                           "--row-labels first" if not labels and _text(body[0])
+                           and not any(map(_text, body[1:])) else "")
             raise CLIError(
                 f"line 1 of {os.fspath(path)!r} holds numbers ({_unquoted(numbers[0])}, ...) "
                 f"and text ({word[:40]!r}): a header, or a row of the matrix with a cell that "
-                "is not a number? Pass --header yes, or fix the cell and pass --header no.")
+                f"is not a number? Pass --header yes, or fix the cell and pass --header no"
+                f"{labels_hint}.")
         return True
     if _column_numbers(fields[1:]) and (labels or not _unquoted(fields[0])):
         return True  # pandas: an index (named or not), the columns of an array
@@ -329,7 +353,7 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
     lines = []
     with open(path, encoding="utf-8-sig") as fh:
         for line in fh:
-            if line.strip():
+            if _content(line):
                 lines.append(line.rstrip("\r\n"))
                 if len(lines) == 2:
                     break
@@ -339,6 +363,16 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
     delim = _delimiter(path, first, lines[1] if len(lines) > 1 else None)
     fields = _split(first, delim)
     second = _split(lines[1], delim) if len(lines) > 1 else None
+    if delim == ",":
+        for n, line_fields in ((1, fields), (2, second or [])):
+            big = next((f for f in line_fields if _quoted(f)
+                        and _THOUSANDS.match(_unquoted(f))), None)
+            if big is not None:
+                # quoted, it would pass for a name: a row label, the row shifted
+                raise CLIError(
+                    f"line {n} of {os.fspath(path)!r} holds {big.strip()}, a number written "
+                    "with a thousands separator: save the numbers without it (e.g. "
+                    f"{_unquoted(big).replace(',', '')}).")
     decimal = "," if delim == ";" and _decimal_commas(path) else "."
     if decimal == ",":  # the checks below read numbers with a decimal point
         fields = [f.replace(",", ".") for f in fields]
@@ -387,7 +421,21 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
                    "with numbers")
     has_header = (header == "yes" if header != "auto"
                   else _auto_header(path, fields, second, labels))
+    if (not trailing and not has_header and delim is not None and len(fields) > 2
+            and not fields[-1].strip() and (second is None or not second[-1].strip())
+            and _every_line_ends_with(path, delim)):
+        # no header, and every line ends with the delimiter: an empty last field, not a
+        # column (read as one, it was a column of NaN, and the NaN refusal's advice,
+        # --fill-missing zero, made it a column of zeros). Known for sure only from every
+        # line: one pass, for such files only
+        trailing = True
     return TextLayout(delim, has_header, n_fields, labels, why, trailing, decimal)
+
+
+def _every_line_ends_with(path, delim) -> bool:
+    with open(path, encoding="utf-8-sig") as fh:
+        return all(line.rstrip("\r\n").rstrip(" ").endswith(delim)
+                   for line in fh if _content(line))
 
 
 #: Lines of a semicolon file read to find a decimal comma (the first ones may hold integers)
@@ -401,7 +449,8 @@ def _decimal_commas(path) -> bool:
         for i, line in enumerate(fh):
             if i >= DECIMAL_SCAN_LINES:
                 break
-            if any(_DECIMAL_COMMA.match(_unquoted(f)) for f in line.rstrip("\r\n").split(";")):
+            if _content(line) and any(_DECIMAL_COMMA.match(_unquoted(f))
+                                      for f in line.rstrip("\r\n").split(";")):
                 return True
     return False
 
@@ -433,7 +482,7 @@ def header_names(path, layout: TextLayout) -> list[str] | None:
     if not layout.header:
         return None
     with open(path, encoding="utf-8-sig") as fh:
-        first = next((ln for ln in fh if ln.strip()), "").rstrip("\r\n")
+        first = next((ln for ln in fh if _content(ln)), "").rstrip("\r\n")
     names = [_unquoted(f) for f in _split(first, layout.delimiter)]
     if layout.trailing and names and not names[-1]:
         names = names[:-1]  # the header ends with the delimiter too
@@ -447,7 +496,7 @@ def check_text_columns(path, layout: TextLayout):
     if layout.n_cols >= 2:
         return
     with open(path, encoding="utf-8-sig") as fh:
-        first = next((ln for ln in fh if ln.strip()), "")
+        first = next((ln for ln in fh if _content(ln)), "")
     others = [c for c in ("|", ":") if c in first]
     hint = (f"; its first line holds {others[0]!r}: replace it by a comma, tab or space"
             if others else "")
@@ -461,7 +510,8 @@ def count_rows(path, header) -> int:
     n = 0
     with open(path, "rb") as fh:
         for line in fh:
-            if line.strip():
+            s = line.strip()
+            if s and not _comment(s):
                 n += 1
     return n - int(header)
 
@@ -500,9 +550,25 @@ def _label_hint(layout, col) -> str:
     return "."
 
 
+def _check_one_decimal_mark(numbered, layout, path):
+    """A file of decimal commas (1,5) with a decimal point in a number: "4.000" is four
+    thousand in such a file, and was read as 4 (and "1.234,5" as a bad cell, or worse)."""
+    for lineno, line in numbered:
+        fields = _split(line.rstrip("\r\n"), layout.delimiter)
+        for col in layout.data_fields:
+            f = fields[col].strip() if col < len(fields) else ""
+            if "." in f and _unquoted(f).lower() not in NA_TOKENS:
+                raise CLIError(
+                    f"line {lineno}, column {col + 1} of {os.fspath(path)!r} holds {f[:40]!r} "
+                    "with a decimal point, in a file whose numbers have a decimal comma "
+                    "(1,5): is the point a thousands separator? Save the file with one "
+                    "decimal mark and no thousands separators.")
+
+
 def _parse(numbered, layout, path):
     text = "".join(line for _, line in numbered)
     if layout.decimal == ",":  # the delimiter is ";": every comma is a decimal mark
+        _check_one_decimal_mark(numbered, layout, path)
         text = text.replace(",", ".")
     some = layout.row_labels or layout.trailing
     try:
@@ -522,20 +588,24 @@ def _parse(numbered, layout, path):
 
 
 def _n_fields(line, layout):
-    return line.count(layout.delimiter) + 1 if layout.delimiter else len(line.split())
+    if layout.delimiter and '"' not in line:
+        return line.count(layout.delimiter) + 1
+    return len(_split(line.rstrip("\r\n"), layout.delimiter))
 
 
 def _last_field(line, layout) -> str:
+    if '"' in line:
+        return _split(line.rstrip("\r\n"), layout.delimiter)[-1].strip()
     return line.rstrip("\r\n").rsplit(layout.delimiter, 1)[-1].strip()
 
 
 def _data_lines(path, layout: TextLayout):
-    """``(line_number, line)`` of every data row of a text matrix: blank lines and the
-    header left out."""
+    """``(line_number, line)`` of every data row of a text matrix: blank lines, comment
+    lines and the header left out."""
     with open(path, encoding="utf-8-sig") as fh:
         skip = layout.header
         for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
+            if not _content(line):
                 continue
             if skip:
                 skip = False
