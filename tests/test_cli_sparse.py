@@ -136,6 +136,15 @@ def test_refusals_are_one_line(tmp_path, capsys, extra, fragments):
     assert not (tmp_path / "o.zarr").exists()
 
 
+def test_the_headers_names_of_the_fields_read_are_said(tmp_path, capsys):
+    src = tmp_path / "h.csv"
+    src.write_text("rating,user_id,item_id\n5,1,1\n4,2,2\n3,3,3\n")
+    assert main(["convert", str(src), "--out", str(tmp_path / "h.zarr"), "--index-base",
+                 "1"]) == 0
+    assert ("fields       row 'rating', column 'user_id', value 'item_id' (fields 1,2,3 "
+            "of the header; --columns R,C,V reads others)") in capsys.readouterr().err
+
+
 def test_convert_command(tmp_path, capsys):
     src = tmp_path / "r.tsv"
     A = _triplets(src, seed=3)

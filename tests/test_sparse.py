@@ -524,3 +524,56 @@ def test_a_sparse_store_replaced_during_the_fit_fails_it_as_changed(tmp_path):
                     **{**KW, "n_iter": 30}, **SYNC)
     assert isinstance(info.value.__cause__, IndexError)
     assert "changed while" in output_status(out)[1]
+
+
+# ------------------------------------------------------------ text triplet files, odd lines
+@pytest.mark.parametrize("text, want", [
+    # all fields quoted (csv.QUOTE_ALL), a UTF-8 byte-order mark before a file without header
+    ('"0","0","1.5"\n"1","1","2"\n', [[1.5, np.nan], [np.nan, 2]]),
+    ("\ufeff0,0,1.5\n1,1,2\n", [[1.5, np.nan], [np.nan, 2]]),
+    # an empty value is unobserved, as NA is (and as in the dense reader)
+    ("0,0,1.5\n1,1,\n1,0,3\n", [[1.5, np.nan], [3, np.nan]]),
+], ids=["quoted", "bom", "empty-value"])
+def test_triplet_lines_read_as_written(text, want, tmp_path):
+    src = tmp_path / "t.csv"
+    src.write_bytes(text.encode("utf-8"))
+    want = np.asarray(want, dtype=float)
+    got = _dense(convert_triplets(src, tmp_path / "t.zarr", shape=want.shape, quiet=True))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("text, match", [
+    # a quoted value holding the separator was read as its first half (1.0)
+    ('0,0,"1,234.5"\n1,1,2\n', "line 1: .* is not a \\(row, column, value\\) triplet"),
+    # an unbalanced quote was taken off (7)
+    ('0,0,"7\n1,1,2\n', "line 1: .* is not a \\(row, column, value\\) triplet"),
+    # a first line with a typo was dropped as a "header", with its entry
+    ("0,O,1.5\n1,1,2\n2,0,3\n", "line 1: '0,O,1.5' is not a"),
+    # a pair given twice, once as NaN: which one?
+    ("1,1,2\n1,1,nan\n0,0,1\n", r"gives entry \(row 1, column 1\) more than once"),
+    # a negative index: not "pass index_base=1" (which makes it worse)
+    ("-1,0,5\n1,1,2\n", "index -1 is below the first index 0: rows and columns are "
+                          "numbered from 0"),
+    ("2,1.0000001,3\n", "column 1.0000001 must be integers"),
+], ids=["quoted-separator", "unbalanced-quote", "typo-first-line", "duplicate-nan",
+        "negative", "fraction"])
+def test_triplet_lines_that_would_be_misread_are_refused(text, match, tmp_path):
+    src = tmp_path / "t.csv"
+    src.write_text(text)
+    with pytest.raises((InputShapeError, ParameterError), match=match):
+        convert_triplets(src, tmp_path / "t.zarr", quiet=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
+
+
+def test_a_headers_names_are_said_as_read(tmp_path):
+    """Fields are taken by position; the header's names for them are given back (the
+    command line prints them): "rating,user,item" read by position makes the ratings the
+    rows."""
+    from dask_bid.interface.sparse_io import triplet_header
+
+    src = tmp_path / "t.csv"
+    src.write_text("rating,user_id,item_id\n5,1,1\n4,2,2\n")
+    assert triplet_header(src) == ["rating", "user_id", "item_id"]
+    assert triplet_header(src, columns=(1, 2, 0)) == ["user_id", "item_id", "rating"]
+    src.write_text("1,1,5\n2,2,4\n")
+    assert triplet_header(src) is None

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._errors import InputShapeError, NonFiniteInputError, ParameterError, StoreNotFoundError
 from .._files import file_stamp
-from .._na import NA_TOKENS
+from .._na import NA_TOKENS, split_fields
 from ..engine.sparse_store import (
     _check_shape,
     create_sparse_group,
@@ -75,17 +75,70 @@ def _where(path, line):
     return f"{os.path.basename(path)}, line {line}"
 
 
+def _unquote(field):
+    """A field without its quotes; an unbalanced quote ("7) raises ValueError."""
+    f = field.strip()
+    if f.startswith(("\"", "'")) or f.endswith(("\"", "'")):
+        if not (len(f) >= 2 and f[0] == f[-1]):
+            raise ValueError(field)
+        f = f[1:-1].strip()
+    return f
+
+
 def _parse_fields(text, sep, columns):
-    """(row, column, value) of a line, or None; a value marked missing (NA, N/A, NULL ...:
-    the dense reader's markers) is NaN, an unobserved entry."""
-    parts = text.split(sep) if sep is not None else text.split()
+    """(row, column, value) of a line, or None; an empty value or one marked missing (NA,
+    N/A, NULL ...: the dense reader's markers) is NaN, an unobserved entry. Quoted fields
+    may hold the separator ("1,234.5" is then one field, and not a number)."""
+    parts = split_fields(text, sep)
     try:
-        r, c, v = (parts[i] for i in columns)
-        value = v.strip().strip('"\'').strip()
+        r, c, v = (_unquote(parts[i]) for i in columns)
         return [float(r), float(c),
-                np.nan if value.lower() in NA_TOKENS else float(value)]
+                np.nan if not v or v.lower() in NA_TOKENS else float(v)]
     except (IndexError, ValueError):
         return None
+
+
+def _numbers_in(text, sep, columns) -> bool:
+    """Whether any of the line's row, column and value fields is a number: a header
+    names all three; a first line with a typo ("0,O,1.5") is a bad data line."""
+    parts = split_fields(text, sep)
+    for i in columns:
+        try:
+            float(_unquote(parts[i]))
+            return True
+        except (IndexError, ValueError):
+            pass
+    return False
+
+
+def _is_header(s, sep, columns, header) -> bool:
+    return header is True or (
+        header == "auto" and _parse_fields(s, sep, columns) is None
+        and any(ch.isalpha() for ch in s) and not _numbers_in(s, sep, columns))
+
+
+def triplet_header(path, *, sep=None, columns=(0, 1, 2), header="auto"):
+    """The names a text triplet file's header gives its row, column and value fields
+    (those ``columns`` take, by position), or None without a header. Said by the command
+    line: a header "rating,user,item" read by position made the ratings the rows."""
+    path = os.fspath(path)
+    if _suffix(path) == ".parquet" or header is False:
+        return None
+    if sep is None:
+        sep = TRIPLET_SUFFIXES.get(_suffix(path))
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:
+        for text in fh:
+            s = text.strip()
+            if not s or s.startswith("#"):
+                continue
+            if not _is_header(s, sep, [int(c) for c in columns], header):
+                return None
+            parts = split_fields(s, sep)
+            try:
+                return [_unquote(parts[int(c)]) for c in columns]
+            except (IndexError, ValueError):
+                return None
+    return None
 
 
 def _text_chunks(path, sep, columns, header, quiet):
@@ -96,7 +149,7 @@ def _text_chunks(path, sep, columns, header, quiet):
     size = os.path.getsize(path)
     bar = _progress(size, f"reading {os.path.basename(path)}", "B", quiet)
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
             nums, lines = [], []
             first = True
             seen = 0  # characters read since the bar's last update (one update a chunk)
@@ -108,12 +161,10 @@ def _text_chunks(path, sep, columns, header, quiet):
                 if first:
                     first = False
                     # a header names its fields: a first line without a letter that
-                    # does not parse ("0;0;1.5" in a comma file) is a bad data line,
-                    # refused with its number below, not skipped with its entry
-                    is_header = header is True or (
-                        header == "auto" and _parse_fields(s, sep, columns) is None
-                        and any(ch.isalpha() for ch in s))
-                    if is_header:
+                    # does not parse ("0;0;1.5" in a comma file), or with a number among
+                    # its fields ("0,O,1.5", a typo), is a bad data line, refused with
+                    # its number below, not skipped with its entry
+                    if _is_header(s, sep, columns, header):
                         continue
                 nums.append(lineno)
                 lines.append(s)
@@ -131,6 +182,8 @@ def _text_chunks(path, sep, columns, header, quiet):
 
 def _parse_chunk(path, nums, lines, sep, columns):
     try:
+        if any('"' in s or "'" in s for s in lines):
+            raise ValueError("quoted fields: read line by line")
         arr = np.loadtxt(lines, delimiter=sep, usecols=columns, dtype=np.float64, ndmin=2,
                          comments=None)
     except ValueError:
@@ -180,23 +233,35 @@ def _chunks(path, sep, columns, header, quiet):
     return _text_chunks(path, sep, [int(c) for c in columns], header, quiet)
 
 
-def _checked(path, nums, r, c, v, index_base, shape):
-    """Integer (row, column) in 0-based terms and the values; NaN values dropped."""
+def _num(x) -> str:
+    """``x`` as written, all its digits (1.0000001 was said as 1, an integer)."""
+    short = f"{float(x):g}"
+    return short if float(short) == x else repr(float(x))
+
+
+def _checked(path, nums, r, c, v, index_base, shape, keep_nan=False):
+    """Integer (row, column) in 0-based terms and the values; NaN values dropped (kept
+    with ``keep_nan``: a pair given twice is refused even if one of them is NaN)."""
     bad_idx = ~(np.isfinite(r) & np.isfinite(c)) | (r != np.floor(r)) | (c != np.floor(c))
     if bad_idx.any():
         k = int(np.flatnonzero(bad_idx)[0])
         raise InputShapeError(
-            f"{_where(path, nums[k])}: row {float(r[k]):g} and column {float(c[k]):g} must "
+            f"{_where(path, nums[k])}: row {_num(r[k])} and column {_num(c[k])} must "
             "be integers (the triplet's first two fields are indices).")
     ri = r.astype(np.int64) - index_base
     ci = c.astype(np.int64) - index_base
     neg = (ri < 0) | (ci < 0)
     if neg.any():
         k = int(np.flatnonzero(neg)[0])
+        low = int(min(r[k], c[k]))
+        # a 0 read from 1 says the file counts from 0; a negative index is no index at all
+        advice = ("; pass index_base=0 (--index-base 0) if the file counts from 0"
+                  if index_base == 1 and low == 0 else
+                  ": rows and columns are numbered from 0 (or from 1, --index-base 1); "
+                  "fix the line")
         raise InputShapeError(
-            f"{_where(path, nums[k])}: index {int(min(r[k], c[k]))} is below the first index "
-            f"{index_base}; pass index_base={1 - index_base} (--index-base) if the file "
-            f"counts from {1 - index_base}.")
+            f"{_where(path, nums[k])}: index {low} is below the first index "
+            f"{index_base}{advice}.")
     if shape is not None:
         out = (ri >= shape[0]) | (ci >= shape[1])
         if out.any():
@@ -212,7 +277,10 @@ def _checked(path, nums, r, c, v, index_base, shape):
             f"{_where(path, nums[k])}: the value is infinite; replace it (a NaN value marks "
             "an unobserved entry and is left out, infinity is refused).")
     keep = ~np.isnan(v)
-    return ri[keep], ci[keep], v[keep], int(np.count_nonzero(~keep))
+    n_nan = int(np.count_nonzero(~keep))
+    if keep_nan:
+        return ri, ci, v, n_nan
+    return ri[keep], ci[keep], v[keep], n_nan
 
 
 def _check_args(path, shape, index_base, columns):
@@ -378,7 +446,7 @@ def _bucket(path, sep, columns, header, index_base, shape, edges, tmp, quiet):
     files = [open(os.path.join(tmp, f"b{b:05d}"), "wb") for b in range(len(edges) - 1)]
     try:
         for nums, r, c, v in _chunks(path, sep, columns, header, quiet):
-            ri, ci, v, _ = _checked(path, nums, r, c, v, index_base, shape)
+            ri, ci, v, _ = _checked(path, nums, r, c, v, index_base, shape, keep_nan=True)
             blk = np.searchsorted(edges_a, ci, side="right") - 1
             order = np.argsort(blk, kind="stable")
             blk_sorted = blk[order]
@@ -405,6 +473,7 @@ def _sorted_block(path, tmp, b, c0, indptr, index_base):
             f"{os.path.basename(path)} gives entry (row {int(rec['r'][k]) + index_base}, "
             f"column {int(rec['c'][k]) + index_base}) more than once; each (row, column) may "
             "appear once: combine the duplicates first (e.g. their mean).")
+    rec = rec[~np.isnan(rec["v"])]  # unobserved: checked for repeats above, not stored
     return rec["r"].copy(), rec["v"].copy()
 
 

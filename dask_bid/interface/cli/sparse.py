@@ -155,6 +155,7 @@ def _convert_triplets_once(src, dst, args, quiet):
     _check_empty_columns(dst, src, args, made=True)
     say(f"converted    {src} -> {dst} ({res.nnz} observed of {res.shape[0]} x "
         f"{res.shape[1]}, {res.nnz / (res.shape[0] * res.shape[1]):.3%})", quiet=quiet)
+    _say_fields(src, args, quiet)
     return dst
 
 
@@ -320,4 +321,19 @@ def convert_triplet_file(args):
     M, N = res.shape
     say(f"converted    {src} -> {dst} ({res.nnz} observed of {M} x {N}, "
         f"{res.nnz / (M * N):.3%})", quiet=args.quiet)
+    _say_fields(src, args, args.quiet)
     return 0
+
+
+def _say_fields(src, args, quiet):
+    """Which of the header's names were read as the row, the column and the value: by
+    position (--columns), whatever the names say ("rating,user,item" made the ratings
+    the rows, and nothing said so)."""
+    from ..sparse_io import triplet_header
+
+    kw = _triplet_kw(args)
+    names = triplet_header(src, sep=kw["sep"], columns=kw["columns"])
+    if names:
+        cols = ",".join(str(int(c) + 1) for c in kw["columns"])
+        say(f"fields       row {names[0]!r}, column {names[1]!r}, value {names[2]!r} "
+            f"(fields {cols} of the header; --columns R,C,V reads others)", quiet=quiet)
