@@ -37,6 +37,11 @@ def _npy_complex(d):
     return d / "in.npy"
 
 
+def _npy_longdouble(d):
+    np.save(d / "in.npy", np.ones((10, 4), dtype=np.longdouble))
+    return d / "in.npy"
+
+
 def _npy_structured(d):
     np.save(d / "in.npy", np.zeros(10, dtype=[("x", "f8"), ("y", "f8")]))
     return d / "in.npy"
@@ -151,6 +156,7 @@ CASES = [
     ("text or complex .npy", _npy_text, [], ["holds <U1 values, not real numbers",
                                               "A.astype(float)"]),
     ("text or complex .npy", _npy_complex, [], ["holds complex128 values", "A.real"]),
+    ("long double .npy", _npy_longdouble, [], ["long double", "A.astype(numpy.float64)"]),
     ("structured .npy (named fields)", _npy_structured, [],
      ["structured array (fields x, y)", "column_stack"]),
     ("not a .npy", _npy_garbage, [], ["is not a .npy file", "numpy.save"]),
@@ -210,6 +216,17 @@ def test_fit_refusal_is_one_line_and_leaves_nothing(row, build, extra, fragments
     assert "random_state" not in cap.err and "=True" not in cap.err
     assert cap.out == ""
     # no output, no converted store: the retry is not blocked
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_refused_fit_leaves_no_folder_it_made_for_out(tmp_path, capsys):
+    """A refusal found while converting (after the output's lock was taken): the folders
+    made for OUT were left behind, empty; an OUT in an existing folder keeps the folder."""
+    src = _csv_bad_cell(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    rc = main(["fit", str(src), "--k", "2", "--out", str(tmp_path / "new" / "deeper" / "o.zarr"),
+               *FAST])
+    assert rc == 2 and "not a number" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 

@@ -146,6 +146,9 @@ class OutputLock:
         self._stop = threading.Event()
         self._thread = None
         self.lease = None
+        #: the folders acquire created for the lock (deepest first), removed by release
+        #: if they are still empty: a fit refused after its lock left an empty OUT folder
+        self._made = []
 
     def _write(self):
         data = json.dumps(self.lease).encode()
@@ -161,9 +164,12 @@ class OutputLock:
             fcntl = None
         for _ in range(20):
             try:
+                self._made = _missing_dirs(os.path.dirname(self.path)) or self._made
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
                 # never through a link put where the lock goes (its target was truncated)
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o644)
+            except FileNotFoundError:
+                continue  # the folder was removed between the two (another's release)
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     raise OutputLocationError(
@@ -242,9 +248,29 @@ class OutputLock:
         with contextlib.suppress(OSError):
             os.close(self._fd)  # closing releases the flock
         self._fd = None
+        for d in self._made:  # only while empty: an output written there stays
+            try:
+                os.rmdir(d)
+            except OSError:
+                break
+        self._made = []
+
 
     def __enter__(self):
         return self.acquire()
 
     def __exit__(self, *exc):
         self.release()
+
+
+def _missing_dirs(d) -> list[str]:
+    """The folders of path ``d`` that do not exist yet, deepest first."""
+    out = []
+    d = os.path.abspath(d)
+    while d and not os.path.exists(d):
+        out.append(d)
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    return out

@@ -668,6 +668,11 @@ def npy_header(path, numbers=True):
                        "not a matrix of numbers: save the fields as the columns of one float "
                        "array, e.g. numpy.save(path, numpy.column_stack([A[f] for f in "
                        "A.dtype.names]).astype(float)).")
+    if numbers and dtype.kind == "f" and dtype.itemsize > 8:
+        # Zarr has no long double: the conversion failed inside Zarr, leaving a folder
+        raise CLIError(f"{spath!r} holds {dtype} (long double) values; dask-bid reads "
+                       "float16, float32 and float64: save it as float64, e.g. "
+                       "numpy.save(path, A.astype(numpy.float64)).")
     if numbers and dtype.kind not in "fiub":
         fix_values = ("A.real.astype(float)) if the data are really real"
                       if dtype.kind == "c" else "A.astype(float)) if the values are numbers")
