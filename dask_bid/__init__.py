@@ -52,7 +52,16 @@ _LAZY = {
 __all__ = ["__version__", *_LAZY, *_errors_all]
 
 
+#: subpackages reached as attributes (``dask_bid.datasets.load_dataset``), imported on
+#: first access as a plain ``import dask_bid`` gives no submodule
+_SUBMODULES = ("datasets",)
+
+
 def __getattr__(name):
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'dask_bid' has no attribute {name!r}")
@@ -64,4 +73,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))

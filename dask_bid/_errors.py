@@ -28,6 +28,7 @@ __all__ = [
     "UnguardedScriptError",
     "ResultReplacedError",
     "ConvergenceWarning",
+    "CheckpointFallbackWarning",
 ]
 
 
@@ -121,3 +122,7 @@ class ConvergenceWarning(UserWarning):
     """The chains of an exact sampler failed the convergence check (split R-hat above
     1.01 or bulk ESS below 100 per chain, for sigma^2 or the SSE): the posterior
     summaries of the fit are not yet to be trusted. See ``BIDResult.convergence()``."""
+
+
+class CheckpointFallbackWarning(RuntimeWarning):
+    """A checkpoint could not be read back; an older one (or a fresh start) is used."""

@@ -32,7 +32,8 @@ def test_a_npy_becomes_a_zarr_array_that_fit_reads(npy, tmp_path, capsys):
     np.testing.assert_array_equal(z[...], A)
     # the same command again reuses it
     assert main(["convert", str(path), "--out", str(store)]) == 0
-    assert "reusing" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "reusing" in err and "converted    " not in err, err  # not both, contradicting
     fit = tmp_path / "fit.zarr"
     assert main(["fit", str(store), "--k", "2", "--out", str(fit), "-q", *FAST]) == 0
     assert zarr.open_group(fit, mode="r").attrs["dask_bid"]["input"]["path"].endswith(

@@ -193,6 +193,10 @@ def test_other_dataset_folder_is_rejected(shared_data_dir):
     # ccle_ec50/ holds an ec50.txt too; it must not be read as CTRP.
     with pytest.raises(StoreNotFoundError, match="ctrp_ec50"):
         load_ctrp_ec50(shared_data_dir / "ccle_ec50")
+    # said as such (it said "no dataset folder found" beside the file it holds)
+    with pytest.raises(StoreNotFoundError, match="'.*ccle_ec50' is the folder of ccle_ec50 "
+                                                 "\\(its 'ec50.txt' is ccle_ec50's\\)"):
+        load_ctrp_ec50(shared_data_dir / "ccle_ec50")
 
 
 def test_paper_spec_shapes_match_loaders(shared_data_dir):

@@ -100,7 +100,8 @@ def test_every_error_subclasses_the_base_and_a_builtin():
     for name in dask_bid._errors.__all__:
         cls = getattr(dask_bid._errors, name)
         if issubclass(cls, Warning):  # a warning (ConvergenceWarning), not an error
-            assert issubclass(cls, UserWarning), name
+            assert issubclass(cls, (UserWarning, RuntimeWarning)), name
+            assert getattr(dask_bid, name) is cls  # importable from dask_bid, as docs say
             continue
         assert issubclass(cls, DaskBidError)
         if cls is not DaskBidError:

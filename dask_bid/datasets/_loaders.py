@@ -116,6 +116,12 @@ def _resolve(name: str, directory: Any) -> Path:
     found = _dataset_dir(name, d, allow_renamed=True)
     if found is None:
         layout = _LAYOUTS[name]
+        other = next((n for n, lay in _LAYOUTS.items() if lay.folder == d.name), None)
+        if other is not None:  # it holds the file looked for, of another dataset
+            raise StoreNotFoundError(
+                f"{name}: {str(d)!r} is the folder of {other} (its {layout.matrix!r} is "
+                f"{other}'s): pass the '{layout.folder}' folder, or the shared data folder "
+                f"that holds it ({_README_HINT}).")
         raise StoreNotFoundError(
             f"{name}: no dataset folder found; looked for {str(d / layout.folder)!r} and "
             f"for {str(d / layout.matrix)!r}. Pass the shared data folder or the "

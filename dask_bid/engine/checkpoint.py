@@ -22,7 +22,7 @@ import logging
 import os
 import re
 
-from .._errors import CheckpointError
+from .._errors import CheckpointError, CheckpointFallbackWarning
 from .._files import local_path
 from .._warn import warn
 from .serialize import load_state, save_state
@@ -32,10 +32,6 @@ __all__ = ["StoreSpec", "Checkpointer", "save_blob", "load_blob", "checkpoint_na
 
 _NAME = re.compile(r"^c(\d+)-it(\d+)$")
 log = logging.getLogger("dask_bid.engine")
-
-
-class CheckpointFallbackWarning(RuntimeWarning):
-    """A checkpoint could not be read back; an older one (or a fresh start) is used."""
 
 
 class StoreSpec:

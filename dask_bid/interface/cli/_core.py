@@ -98,7 +98,8 @@ _WORDS = {"thin", "bounds", "init", "model", "out", "overwrite", "resume", "clie
 _LEAD = re.compile(r"^(" + "|".join(sorted(_WORDS)) + r")(?= (?:must|as|is|has) )")
 #: one of those words naming a parameter in a resume's differences
 _STORED = re.compile(r"\b(" + "|".join(sorted(_WORDS)) + r")(?=: stored )")
-_ASSIGN = re.compile(r"\b(" + "|".join(_FLAGS) + r")=('?)([\w+-]*(?:\.\d+)?)\2")
+#: name=value, the value quoted (any text: client='http://...' lost its space) or a word
+_ASSIGN = re.compile(r"\b(" + "|".join(_FLAGS) + r")=(?:'([^'\s]*)'|([\w+-]*(?:\.\d+)?))")
 _BARE = re.compile(r"\b(" + "|".join(k for k in _FLAGS if k not in _WORDS) + r")\b")
 #: code the user may copy (backticks, a call) keeps its Python spelling
 _CODE = re.compile(r"(`[^`]*`|\b[\w.]+\([^()]*\))")
@@ -106,7 +107,8 @@ _CODE = re.compile(r"(`[^`]*`|\b[\w.]+\([^()]*\))")
 
 def _flag_words(text: str) -> str:
     def assign(m):
-        flag, value = _FLAGS[m.group(1)], m.group(3)
+        flag = _FLAGS[m.group(1)]
+        value = m.group(2) if m.group(2) is not None else m.group(3)
         if m.group(1) == "client" and value == "None":
             return "--scheduler local"
         if m.group(1) == "keep_final_state":

@@ -128,8 +128,11 @@ def _convert_dense(args, src, dst):
         raise CLIError(f"--out {dst!r} is a file; a Zarr store is a folder: name another, "
                        "e.g. --out A.zarr.")
     fill = fill_treatment(args.fill_missing, args.missing == "mask")
+    before = _meta_stamp(dst)
     convert_to_zarr(src, dst, quiet=args.quiet, overwrite=args.overwrite, chunks=args.chunks,
                     fill_missing=fill, **text_options(args, src))
+    if before is not None and _meta_stamp(dst) == before:
+        return 0  # reused: its "reusing" line said so (a "converted" line contradicted it)
     import zarr
 
     z = zarr.open_array(dst, mode="r")
@@ -139,6 +142,16 @@ def _convert_dense(args, src, dst):
     say(f"converted    {src} -> {dst} ({z.shape[0]} x {z.shape[1]} {z.dtype}, chunks "
         f"{z.chunks[0]} x {z.chunks[1]}{nan})", quiet=args.quiet)
     return 0
+
+
+def _meta_stamp(dst):
+    """When the store's metadata file was last written (None: no store): a conversion
+    writes it, a reuse does not."""
+    try:
+        st = os.stat(os.path.join(dst, "zarr.json"))
+    except OSError:
+        return None
+    return st.st_ino, st.st_ctime_ns
 
 
 def add_parser(sub):
