@@ -194,6 +194,14 @@ def test_parquet_files_round_trip_by_column_name_and_position(tmp_path, monkeypa
                          columns=("user", "item", "rating"), index_base=1, shape=(M, N),
                          quiet=True)
     assert not (tmp_path / "dup.zarr").exists()
+    # ids as strings: one line naming the column (was numpy's "could not convert string
+    # to float" and a traceback log on the command line)
+    ids = pa.table({"user": [f"u{i}" for i in r], "item": c, "rating": A[r, c]})
+    pq.write_table(ids, tmp_path / "ids.parquet")
+    with pytest.raises(InputShapeError, match="column 'user' \\(row\\) holds .*string values, "
+                                              "not numbers.*pandas.factorize"):
+        convert_triplets(tmp_path / "ids.parquet", tmp_path / "ids.zarr",
+                         columns=("user", "item", "rating"), quiet=True)
 
 
 def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):

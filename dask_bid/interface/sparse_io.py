@@ -215,8 +215,18 @@ def _parquet_chunks(path, columns, quiet):
     start = 1
     try:
         for batch in f.iter_batches(batch_size=LINES_PER_CHUNK, columns=cols):
-            arrs = [np.asarray(batch.column(i).to_numpy(zero_copy_only=False),
-                               dtype=np.float64) for i in range(3)]
+            arrs = []
+            for i in range(3):
+                try:
+                    arrs.append(np.asarray(batch.column(i).to_numpy(zero_copy_only=False),
+                                           dtype=np.float64))
+                except (ValueError, TypeError) as exc:  # strings (ids), dates ...
+                    raise InputShapeError(
+                        f"{os.path.basename(path)}: column {cols[i]!r} ("
+                        f"{('row', 'column', 'value')[i]}) holds {batch.column(i).type} "
+                        f"values, not numbers ({' '.join(str(exc).split())}): the row and "
+                        "column fields must be integer indices and the value a number; map "
+                        "ids to 0, 1, ... first (e.g. pandas.factorize).") from None
             n = len(arrs[0])
             bar.update(n)
             yield np.arange(start, start + n, dtype=np.int64), *arrs

@@ -500,7 +500,9 @@ def check_text_columns(path, layout: TextLayout):
     others = [c for c in ("|", ":") if c in first]
     hint = (f"; its first line holds {others[0]!r}: replace it by a comma, tab or space"
             if others else "")
-    raise CLIError(f"{os.fspath(path)!r} has one column when split by "
+    labels = (" besides the first, read as row labels (--row-labels none reads it as data)"
+              if layout.row_labels else "")
+    raise CLIError(f"{os.fspath(path)!r} has one column{labels} when split by "
                    f"{layout.delimiter_name} (the delimiter dask-bid tried){hint}. dask-bid "
                    "reads comma-, tab-, semicolon- or whitespace-separated matrices with at "
                    "least 2 columns.")
