@@ -605,6 +605,20 @@ def test_an_input_changed_during_the_fit_fails_it(store, tmp_path, how):
         bayesian_id(store, K, callback=change, **KW, **SYNC)
 
 
+def test_a_store_that_cannot_be_listed_is_read_unwatched_with_a_warning(caplog):
+    """The watch of an object store lists it; where no listing is possible (plain HTTP,
+    credentials that may read but not list) the fit reads on, unwatched, and says so:
+    a safety check never stops a fit that can read its input."""
+    import logging
+
+    from dask_bid.engine.fingerprint import StoreWatch
+
+    with caplog.at_level(logging.WARNING, logger="dask_bid"):
+        watch = StoreWatch("http://127.0.0.1:9/A.zarr").start()  # port 9: nothing there
+    watch.check()  # nothing to compare: no error
+    assert "is not watched for changes during the fit: it could not be listed" in caplog.text
+
+
 def test_a_result_whose_output_another_fit_replaced_refuses_to_read_c(store, tmp_path):
     """A result read (or returned) from an output, that output then fitted again with
     overwrite=True: the old object's lazy C read the new fit's columns beside its own W."""

@@ -96,16 +96,15 @@ class StoreWatch:
 
     An object store (``s3://...``) is watched by its listing: each object's size and
     ETag (a digest of its bytes; the modification time where a store gives none), one
-    listing of the store per check (a request per 1,000 objects). Where the credentials
-    may read the objects but not list them, the fit runs unwatched (a logged warning)."""
+    listing of the store per check (a request per 1,000 objects). Where it cannot be listed
+    (credentials that may read the objects but not list them, plain HTTP), the fit runs
+    unwatched, with a logged warning."""
 
     def __init__(self, path, storage_options=None):
         p = None if path is None else local_path(str(path))
         self.fs = self.root = None
+        self.storage_options = storage_options
         if p is not None and "://" in p:
-            import fsspec
-
-            self.fs, self.root = fsspec.core.url_to_fs(p, **(storage_options or {}))
             self.path = p
         else:
             self.path = p if p is not None and os.path.isdir(p) else None
@@ -133,16 +132,25 @@ class StoreWatch:
                 if v.get("type", "file") != "directory"}
 
     def start(self):
-        if self.fs is not None:
+        if self.path is not None and "://" in self.path:
             try:
+                import fsspec
+
+                self.fs, self.root = fsspec.core.url_to_fs(self.path,
+                                                           **(self.storage_options or {}))
                 self.objects = self._list()
-            except PermissionError as exc:  # reading allowed, listing not: unwatched
+                if not self.objects:  # a store that is read has files: HTTP lists none
+                    raise OSError("the listing is empty")
+            except Exception as exc:  # noqa: BLE001  a watch never stops a fit that reads
+                # (listing refused to credentials that may read, a store without listings
+                # such as plain HTTP): unwatched, said once
                 import logging
 
                 logging.getLogger("dask_bid").warning(
-                    "the input %r is not watched for changes during the fit: listing it "
-                    "was refused (%s)", self.path, " ".join(str(exc).split()))
-                self.path = None
+                    "the input %r is not watched for changes during the fit: it could not "
+                    "be listed (%s: %s)", self.path, type(exc).__name__,
+                    " ".join(str(exc).split()))
+                self.path = self.fs = None
                 return self
             self.t0 = time.time_ns()
         elif self.path is not None:

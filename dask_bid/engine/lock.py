@@ -255,7 +255,6 @@ class OutputLock:
                 break
         self._made = []
 
-
     def __enter__(self):
         return self.acquire()
 

@@ -51,9 +51,9 @@ NAN_ADVICE = ("Pass --missing mask to fit the observed entries only (NaN marks a
 
 _DELIM_NAMES = {None: "whitespace", ",": "comma", "\t": "tab", ";": "semicolon"}
 
-#: A number with a decimal comma (a semicolon-separated export of a European spreadsheet)
 #: a number with thousands separators, "1,234.5" (quoted in a comma-separated file)
 _THOUSANDS = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d*)?$")
+#: A number with a decimal comma (a semicolon-separated export of a European spreadsheet)
 _DECIMAL_COMMA = re.compile(r"^[+-]?\d*,\d+(?:[eE][+-]?\d+)?$")
 
 #: Text matrices: what ``fit`` converts and ``--row-labels`` / ``--header`` apply to.
