@@ -231,7 +231,8 @@ def test_a_refused_fit_leaves_no_folder_it_made_for_out(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("build, dtype", [(_npy_complex, "complex128"), (_npy_text, "<U1"),
-                                          (_npy_structured, "('x', '<f8')")])
+                                          (_npy_structured, "('x', '<f8')"),
+                                          (_npy_longdouble, "float128")])
 def test_info_describes_a_npy_file_fit_refuses(build, dtype, tmp_path, capsys):
     """``info`` looks at the file: its dtype, and a note that fit needs real numbers."""
     assert main(["info", str(build(tmp_path))]) == 0

@@ -377,12 +377,41 @@ def test_a_trailing_delimiter_then_a_value_is_refused(A, tmp_path):
     # every line ends with the delimiter, no header: no fourth column of NaN (the NaN
     # refusal's --fill-missing zero then made it a column of zeros)
     ("1,2,3,\n4,5,6,\n", [[1, 2, 3], [4, 5, 6]]),
-], ids=["quoted-label", "quoted-header", "comments", "na-row", "trailing-no-header"])
+    # a byte-order mark before a comment line: counted as a row, it left a row of zeros
+    ("\ufeff# exported by Excel\r\n1,2,3\r\n4,5,6\r\n", [[1, 2, 3], [4, 5, 6]]),
+    # a lone quote is a character (an inch mark), not the start of a quoted field
+    ('name,a,b\nDrive 3.5",1.5,2\nX,3,4\n', [[1.5, 2], [3, 4]]),
+    # quoted labels holding spaces in a whitespace-separated file (R's write.table)
+    ('"A" "B" "C"\n"cell A" 1 2 3\n"cell B" 4 5 6\n', [[1, 2, 3], [4, 5, 6]]),
+], ids=["quoted-label", "quoted-header", "comments", "na-row", "trailing-no-header",
+        "bom-comment", "inch-mark", "space-quoted-labels"])
 def test_quotes_comments_and_trailing_delimiters_read_as_the_matrix(text, want, tmp_path):
-    path = tmp_path / "m.csv"
-    path.write_text(text)
+    path = tmp_path / ("m.txt" if text.startswith('"A" ') else "m.csv")
+    path.write_bytes(text.encode("utf-8"))
     np.testing.assert_array_equal(load_in_memory(str(path), fill_missing=KEEP_NAN),
                                   np.asarray(want, dtype=float))
+    # and the conversion (its own count of the rows) stores the same matrix
+    store = tmp_path / "m.zarr"
+    convert_to_zarr(str(path), str(store), quiet=True, fill_missing=KEEP_NAN)
+    np.testing.assert_array_equal(zarr.open_array(store, mode="r")[...],
+                                  np.asarray(want, dtype=float))
+
+
+def test_names_keep_a_lone_quote_and_numeric_names_with_commas(tmp_path):
+    path = tmp_path / "h.csv"
+    path.write_text('name,Size 3.5",b\nr1,1.5,2\nX,3,4\n')
+    convert_to_zarr(str(path), str(tmp_path / "h.zarr"), quiet=True)
+    z = zarr.open_array(tmp_path / "h.zarr", mode="r")
+    assert z.attrs["dask_bid_column_names"] == ['Size 3.5"', "b"]
+    assert z.attrs["dask_bid_row_names"] == ["r1", "X"]
+    # quoted names that look like thousands are names in a header
+    path = tmp_path / "t.csv"
+    path.write_text(',"1,000","2,000","5,000"\nr1,1,2,3\nr2,4,5,6\n')
+    convert_to_zarr(str(path), str(tmp_path / "t.zarr"), quiet=True, header="yes",
+                    row_labels="first")
+    z = zarr.open_array(tmp_path / "t.zarr", mode="r")
+    assert z.attrs["dask_bid_column_names"] == ["1,000", "2,000", "5,000"]
+    np.testing.assert_array_equal(z[...], [[1, 2, 3], [4, 5, 6]])
 
 
 @pytest.mark.parametrize("text, match", [

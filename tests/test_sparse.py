@@ -541,9 +541,11 @@ def test_a_sparse_store_replaced_during_the_fit_fails_it_as_changed(tmp_path):
     ("\ufeff0,0,1.5\n1,1,2\n", [[1.5, np.nan], [np.nan, 2]]),
     # an empty value is unobserved, as NA is (and as in the dense reader)
     ("0,0,1.5\n1,1,\n1,0,3\n", [[1.5, np.nan], [3, np.nan]]),
-], ids=["quoted", "bom", "empty-value"])
+    # ... also at the end of a tab-separated line (strip() took the tab off with it)
+    ("0\t0\t1.5\n1\t1\t\n0\t1\t4\n", [[1.5, 4], [np.nan, np.nan]]),
+], ids=["quoted", "bom", "empty-value", "empty-value-tab"])
 def test_triplet_lines_read_as_written(text, want, tmp_path):
-    src = tmp_path / "t.csv"
+    src = tmp_path / ("t.tsv" if "\t" in text else "t.csv")
     src.write_bytes(text.encode("utf-8"))
     want = np.asarray(want, dtype=float)
     got = _dense(convert_triplets(src, tmp_path / "t.zarr", shape=want.shape, quiet=True))

@@ -158,6 +158,9 @@ def _text_chunks(path, sep, columns, header, quiet):
                 s = text.strip()
                 if not s or s.startswith("#"):
                     continue
+                # the line as written: a last empty field after a tab is an unobserved
+                # value, which strip() took off with the tab
+                s = text.rstrip("\r\n")
                 if first:
                     first = False
                     # a header names its fields: a first line without a letter that

@@ -243,7 +243,7 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
               else None)
     blocks = (iter_npy_blocks(arr, rows_per_write, dtype) if suffix == ".npy"
               else iter_text_blocks(src, layout, rows_per_write, labels=labels))
-    n_filled = n_subnormal = 0
+    n_filled = n_subnormal = n_read = 0
     observed = np.zeros(shape[1], dtype=np.int64)
     index = RowIndexCheck(layout, row_labels)
     label_cols = int(layout is not None and layout.row_labels)
@@ -260,6 +260,15 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
                     observed += np.count_nonzero(~np.isnan(block), axis=0)
                 z[r0:r0 + block.shape[0]] = block
                 bar.update(block.shape[0])
+                n_read = r0 + block.shape[0]
+        if n_read != shape[0]:
+            # the rows counted (the shape) and the rows read must be the same lines: a
+            # mismatch left rows of zeros in a store marked complete (a BOM before a
+            # comment line, counted as a row)
+            raise CLIError(
+                f"{src!r}: {n_read} rows read where {shape[0]} were counted; dask-bid "
+                "misread the file's layout. Please report it, with the file's first lines; "
+                "meanwhile save it without comment lines or a byte-order mark.")
         index.check(src)
         if fill_missing == KEEP_NAN and not observed.all():
             # found here, before the fit creates OUT: the masked model needs one each
@@ -269,8 +278,9 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
                 f"columns {cols} (counted from {base}) of {src!r} have no observed entry "
                 "(all NaN); --missing mask fits each column from its observed entries: "
                 "drop them first.")
-    except CLIError:
-        # a refusal (NaN, a bad cell): leave no half-written store that could pass for data
+    except (CLIError, UnicodeDecodeError):
+        # a refusal (NaN, a bad cell, a byte that is not UTF-8): leave no half-written
+        # store that could pass for data
         _remove_store(dst)
         raise
     missing = ({"fill": fill_missing, "n_filled": 0, "n_kept": n_filled}

@@ -106,6 +106,11 @@ def _refuse_a_table_read_either_way(src):
         raise CLIError(f"{src!r} has {n} fields on its first line, a table rather than "
                        "(row, column, value) triplets: pass --format dense to convert the "
                        "matrix, or --format triplets --columns R,C,V to read those fields.")
+    if n < 3:
+        raise CLIError(f"{src!r} has {n} field{'s' if n > 1 else ''} on its first line "
+                       f"(split by {sep or 'whitespace'!r}), not (row, column, value) "
+                       "triplets: pass --format dense for a matrix, or --format triplets "
+                       "--sep SEP.")
     raise CLIError(f"{src!r} has {n} fields on its first line: a matrix of {n} columns (as "
                    "`dask-bid fit` reads it) or (row, column, value) triplets? Pass --format "
                    "dense or --format triplets.")

@@ -33,6 +33,7 @@ from .reading import (
     check_text_columns,
     header_names,
     npy_header,
+    numeric_npy_dtype,
     scan_non_finite,
     text_options,
 )
@@ -104,7 +105,7 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         if suffix == ".npy":
             shape, dtype = npy_header(spath, numbers=False)
             # the dtype is described; NaN is counted where fit would read the numbers
-            numbers = dtype.kind in "fiub" and not dtype.names
+            numbers = numeric_npy_dtype(dtype)
             counts = scan_non_finite(spath)._asdict() if numbers else {}
             return {"kind": "npy file", "path": spath, "shape": list(shape), "numbers": numbers,
                     "dtype": str(dtype), "size": int(np.prod(shape)) * dtype.itemsize,

@@ -18,7 +18,7 @@ from ..._na import NA_TOKENS, split_fields
 from ._core import CLIError, file_suffix
 
 __all__ = ["TextLayout", "detect_text_layout", "count_rows", "iter_text_blocks",
-           "npy_header", "open_npy", "iter_npy_blocks", "MissingValuesError",
+           "npy_header", "numeric_npy_dtype", "open_npy", "iter_npy_blocks", "MissingValuesError",
            "finite_or_filled", "scan_non_finite", "FILL_CHOICES", "MISSING_CHOICES", "KEEP_NAN",
            "fill_treatment",
            "NAN_ADVICE", "ROW_LABEL_CHOICES", "HEADER_CHOICES", "RowIndexCheck",
@@ -238,7 +238,12 @@ def _quoted(field: str) -> bool:
 
 
 def _unquoted(field: str) -> str:
-    return field.strip().strip('"\'').strip()
+    """The field without the quotes around it; a lone quote (an inch mark, ``3.5"``) is
+    part of the text."""
+    s = field.strip()
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
+        s = s[1:-1].strip()
+    return s
 
 
 def _column_numbers(fields) -> bool:
@@ -364,7 +369,8 @@ def detect_text_layout(path, row_labels="auto", header="auto") -> TextLayout:
     fields = _split(first, delim)
     second = _split(lines[1], delim) if len(lines) > 1 else None
     if delim == ",":
-        for n, line_fields in ((1, fields), (2, second or [])):
+        # line 2 is data; line 1 only when it is no header ("1,000" may be a header name)
+        for n, line_fields in ((1, fields if header == "no" else []), (2, second or [])):
             big = next((f for f in line_fields if _quoted(f)
                         and _THOUSANDS.match(_unquoted(f))), None)
             if big is not None:
@@ -511,8 +517,10 @@ def check_text_columns(path, layout: TextLayout):
 def count_rows(path, header) -> int:
     n = 0
     with open(path, "rb") as fh:
-        for line in fh:
+        for i, line in enumerate(fh):
             s = line.strip()
+            if i == 0:  # a byte-order mark, as the text readers (utf-8-sig) drop it
+                s = s.removeprefix(b"\xef\xbb\xbf").strip()
             if s and not _comment(s):
                 n += 1
     return n - int(header)
@@ -538,9 +546,11 @@ def _scan_lines(numbered, layout: TextLayout, path):
             try:
                 row.append(_value(f, layout.decimal))
             except ValueError:
+                sep = (" with a thousands separator (save the numbers without it)"
+                       if _THOUSANDS.match(_unquoted(f)) else "")
                 raise CLIError(f"line {lineno}, column {col + 1} of {os.fspath(path)!r} holds "
-                               f"{f[:40]!r}, not a number (an empty field, NA or nan marks a "
-                               f"missing value){_label_hint(layout, col + 1)}") from None
+                               f"{f[:40]!r}, not a number{sep} (an empty field, NA or nan "
+                               f"marks a missing value){_label_hint(layout, col + 1)}") from None
         rows.append(row)
     return np.array(rows, dtype=np.float64).reshape(len(rows), layout.n_cols)
 
@@ -665,28 +675,40 @@ def npy_header(path, numbers=True):
                        "numpy.save(path, A.astype(float)).")
     # before anything else is said about the array (its shape, K against its columns):
     # a matrix of strings or of records is not fitted whatever K is
-    if numbers and dtype.names:
-        raise CLIError(f"{spath!r} holds a structured array (fields {', '.join(dtype.names)}), "
-                       "not a matrix of numbers: save the fields as the columns of one float "
-                       "array, e.g. numpy.save(path, numpy.column_stack([A[f] for f in "
-                       "A.dtype.names]).astype(float)).")
-    if numbers and dtype.kind == "f" and dtype.itemsize > 8:
-        # Zarr has no long double: the conversion failed inside Zarr, leaving a folder
-        raise CLIError(f"{spath!r} holds {dtype} (long double) values; dask-bid reads "
-                       "float16, float32 and float64: save it as float64, e.g. "
-                       "numpy.save(path, A.astype(numpy.float64)).")
-    if numbers and dtype.kind not in "fiub":
-        fix_values = ("A.real.astype(float)) if the data are really real"
-                      if dtype.kind == "c" else "A.astype(float)) if the values are numbers")
-        raise CLIError(f"{spath!r} holds {dtype} values, not real numbers; dask-bid fits float, "
-                       f"integer or boolean .npy files: save a float array, e.g. "
-                       f"numpy.save(path, {fix_values}.")
+    if numbers:
+        _check_npy_numbers(spath, dtype)
     need = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if size < need:
         raise CLIError(f"{spath!r} is truncated: its header announces a {dtype} array of "
                        f"shape {shape} ({need} bytes with the header), the file has {size} "
                        "bytes. Save it again.")
     return tuple(int(s) for s in shape), dtype
+
+
+def numeric_npy_dtype(dtype) -> bool:
+    """Whether fit reads a .npy of this dtype (float16/32/64, integers, booleans)."""
+    return not dtype.names and (dtype.kind in "iub" or (dtype.kind == "f"
+                                                       and dtype.itemsize <= 8))
+
+
+def _check_npy_numbers(spath, dtype):
+    """Refuse a .npy whose values fit does not read, naming what to save instead."""
+    if dtype.names:
+        raise CLIError(f"{spath!r} holds a structured array (fields {', '.join(dtype.names)}), "
+                       "not a matrix of numbers: save the fields as the columns of one float "
+                       "array, e.g. numpy.save(path, numpy.column_stack([A[f] for f in "
+                       "A.dtype.names]).astype(float)).")
+    if dtype.kind == "f" and dtype.itemsize > 8:
+        # Zarr has no long double: the conversion failed inside Zarr, leaving a folder
+        raise CLIError(f"{spath!r} holds {dtype} (long double) values; dask-bid reads "
+                       "float16, float32 and float64: save it as float64, e.g. "
+                       "numpy.save(path, A.astype(numpy.float64)).")
+    if dtype.kind not in "fiub":
+        fix_values = ("A.real.astype(float)) if the data are really real"
+                      if dtype.kind == "c" else "A.astype(float)) if the values are numbers")
+        raise CLIError(f"{spath!r} holds {dtype} values, not real numbers; dask-bid fits float, "
+                       f"integer or boolean .npy files: save a float array, e.g. "
+                       f"numpy.save(path, {fix_values}.")
 
 
 def open_npy(path):
