@@ -756,7 +756,9 @@ def test_wrong_kinds_of_paths_are_named_with_the_fix(tmp_path, capsys):
         (["demo", "--out", str(a_file)], ["is an existing file", "choose another --out"]),
         (["fit", str(npy), "--k", "2", "--out", str(a_file), "--overwrite"],
          ["is an existing file", "choose another --out, or move the file"]),
-        (["plot", str(store)], ["is not a dask_bid output group", "pass the --out of a fit"]),
+        # in words, not zarr's exception names (ContainsArrayError)
+        (["plot", str(store)], ["is not a dask_bid output group (a Zarr array, perhaps an "
+                                "input matrix)", "pass the --out of a fit"]),
         # a folder of files with --out inside it: the folder is no store (it said that
         # --out lay inside the input)
         (["fit", str(tmp_path), "--k", "2", "--out", str(tmp_path / "x.zarr")],

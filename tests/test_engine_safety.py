@@ -605,6 +605,28 @@ def test_an_input_changed_during_the_fit_fails_it(store, tmp_path, how):
         bayesian_id(store, K, callback=change, **KW, **SYNC)
 
 
+def test_a_running_fit_read_as_a_result_is_said_locked_not_damaged(store, tmp_path):
+    """read_result on a fit still running: not a CorruptStoreError (code cleaning up
+    damaged stores would take a live fit for one), the lock's error."""
+    from dask_bid import CorruptStoreError, OutputLockedError
+
+    out = str(tmp_path / "r.zarr")
+    seen = []
+
+    def peek(st):
+        if st.iteration == 3:
+            try:
+                read_result(out)
+            except Exception as exc:  # noqa: BLE001  the type is the subject
+                seen.append(exc)
+
+    bayesian_id(store, K, out=out, callback=peek, **KW, **SYNC)
+    (exc,) = seen
+    assert isinstance(exc, OutputLockedError) and not isinstance(exc, CorruptStoreError)
+    assert "still running" in str(exc)
+    assert read_result(out).columns.shape == (K,)  # once finished, it opens
+
+
 def test_a_store_that_cannot_be_listed_is_read_unwatched_with_a_warning(caplog):
     """The watch of an object store lists it; where no listing is possible (plain HTTP,
     credentials that may read but not list) the fit reads on, unwatched, and says so:

@@ -120,8 +120,10 @@ def check_finite_block(block: np.ndarray, r0: int, r1: int, what: str = "A") -> 
     if not np.isfinite(block).all():
         bad = np.argwhere(~np.isfinite(block))[0]
         raise NonFiniteInputError(
-            f"{what} contains NaN or infinity (first at row {r0 + int(bad[0])}, column "
-            f"{int(bad[1])}, in row block {r0}:{r1}). The baseline IDs need a complete "
+            # the first of this row block, not of A: the blocks are checked as they are
+            # read, in parallel and in no set order
+            f"{what} contains NaN or infinity (at row {r0 + int(bad[0])}, column "
+            f"{int(bad[1])}: the first of row block {r0}:{r1}). The baseline IDs need a complete "
             "matrix: fill missing entries first (the paper fills them with 0 after "
             "standardising), e.g. `A = da.where(da.isfinite(A), A, 0)`."
         )

@@ -794,7 +794,7 @@ def read_result(path, *, storage_options=None):
     """
     import zarr
 
-    from .._errors import CorruptStoreError, StoreNotFoundError
+    from .._errors import CorruptStoreError, OutputLockedError, StoreNotFoundError
 
     path = local_path(path)
     storage_options = url_options(path, storage_options)
@@ -808,9 +808,14 @@ def read_result(path, *, storage_options=None):
         g = zarr.open_group(path, mode="r", storage_options=storage_options)
         meta = g.attrs["dask_bid"]
     except Exception as exc:
+        # what it is instead, in words (zarr's exception names told a user nothing)
+        what = {"GroupNotFoundError": "no Zarr group there",
+                "ContainsArrayError": "a Zarr array, perhaps an input matrix",
+                "KeyError": "a Zarr group without dask_bid's attributes"}.get(
+                    type(exc).__name__, type(exc).__name__)
         raise CorruptStoreError(
-            f"{path!r} is not a dask_bid output group ({type(exc).__name__}): pass the out= "
-            "of a fit (dask-bid fit --out).") from exc
+            f"{path!r} is not a dask_bid output group ({what}): pass the out= of a fit "
+            "(dask-bid fit --out).") from exc
     if not isinstance(meta, dict) or meta.get("status") != "complete":
         status, detail = output_status(path, meta if isinstance(meta, dict) else {},
                                        storage_options=storage_options)
@@ -837,6 +842,9 @@ def read_result(path, *, storage_options=None):
                                + (f" and the parameters it was started with ({same}, ...)"
                                   if same else "")
                 }.get(status, f"status {status!r}")
+        if status == "running":  # nothing is damaged: another process holds it
+            raise OutputLockedError(f"the fit at {path!r} did not finish: {hint}; open it "
+                                    "once it has.")
         raise CorruptStoreError(f"the fit at {path!r} did not finish: {hint}.")
     s = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
     try:
