@@ -230,6 +230,17 @@ def test_a_refused_fit_leaves_no_folder_it_made_for_out(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+def test_plot_refuses_an_empty_kind_list_and_a_result_given_twice(tmp_path, capsys):
+    out = tmp_path / "r.zarr"
+    assert main(["fit", str(_npy_good(tmp_path)), "--k", "2", "--out", str(out), *FAST,
+                 "-q"]) == 0
+    for args, fragment in ((["--kind", ","], "no plot kind in ','"),
+                           ([str(out) + "/", "--kind", "error-k"], "is given twice")):
+        assert main(["plot", str(out), *args]) == 2
+        assert_one_line_error(capsys.readouterr().err, fragment)
+    assert not list(tmp_path.glob("*.png"))
+
+
 @pytest.mark.parametrize("build, dtype", [(_npy_complex, "complex128"), (_npy_text, "<U1"),
                                           (_npy_structured, "('x', '<f8')"),
                                           (_npy_longdouble, "float128")])
@@ -258,6 +269,8 @@ def test_info_describes_a_npy_file_fit_refuses(build, dtype, tmp_path, capsys):
      ["--n-tries applies to the collapsed sampler", "runs the aggressive one"]),
     (["--plain", "--n-pivot", "3", "--tempered-warmup", "2"],
      ["--n-pivot, --tempered-warmup apply to the collapsed sampler", "the plain one"]),
+    # an empty list drew nothing and said nothing (exit 0)
+    (["--plot", ""], ["no plot kind in ''", "choose among trace"]),
 ])
 def test_parameter_refusals_name_the_flags(extra, fragments, tmp_path, capsys):
     """Messages written for the Python API spell their parameters as the flags the user

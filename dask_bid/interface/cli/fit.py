@@ -283,7 +283,7 @@ def run(args):
         from ...engine.cluster import check_client_arg
 
         check_client_arg(args.scheduler)  # 'processes' and the like: before any work
-    kinds = parse_plot_kinds(args.plot) if args.plot else []
+    kinds = parse_plot_kinds(args.plot) if args.plot is not None else []
     check_png_replaceable(plot_paths(kinds, plot_stem(out)))  # before any work
     params = params_from_args(args)
     src = args.input

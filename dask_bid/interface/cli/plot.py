@@ -87,6 +87,12 @@ def run(args):
 
     kinds = parse_plot_kinds(args.kind, allow_error_k=True)
     _local_out(args.out)
+    seen = {}
+    for p in args.results:  # one fit twice drew a point twice (and wrote over its plots)
+        key = os.path.realpath(p) if "://" not in str(p) else str(p).rstrip("/")
+        if key in seen:
+            raise CLIError(f"{p!r} is given twice (as {seen[key]!r}): name each result once.")
+        seen[key] = p
     single = [k for k in kinds if k != "error-k"]
     stems = _stems(args.out, args.results) if single else []
     target = None

@@ -32,6 +32,10 @@ def parse_plot_kinds(text, *, allow_error_k=False):
         else:
             choices = [k for k in PLOT_KINDS if k != "error-k" or allow_error_k]
             raise CLIError(f"unknown plot kind {part!r}; choose among {', '.join(choices)}, all.")
+    if not kinds:  # "" or ",": nothing drawn and nothing said, exit 0
+        choices = [k for k in PLOT_KINDS if k != "error-k" or allow_error_k]
+        raise CLIError(f"no plot kind in {str(text)!r}; choose among {', '.join(choices)}, "
+                       "all.")
     return list(dict.fromkeys(kinds))
 
 
