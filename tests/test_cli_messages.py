@@ -37,6 +37,11 @@ def _npy_complex(d):
     return d / "in.npy"
 
 
+def _npy_wide(d):
+    np.save(d / "in.npy", np.random.default_rng(0).standard_normal((10, 40)))
+    return d / "in.npy"
+
+
 def _npy_longdouble(d):
     np.save(d / "in.npy", np.ones((10, 4), dtype=np.longdouble))
     return d / "in.npy"
@@ -174,6 +179,9 @@ CASES = [
     ("Python parameter names", _npy_good, ["--n-iter", "10", "--burn-in", "10"],
      ["--burn-in (10) must be smaller than --n-iter (10)", "Lower --burn-in"]),
     ("K out of range", _npy_good, ["--k", "10"], ["--k must be between 1 and 9"]),
+    # K > M, from the .npy header: before the conversion and the kernels (it was after)
+    ("K out of range", _npy_wide, ["--k", "20"], ["--k 20 exceeds the number of rows M=10",
+                                                   "choose --k <= 10"]),
     ("--missing mask with --fill-missing zero", _txt_nan,
      ["--missing", "mask", "--fill-missing", "zero"],
      ["--missing mask and --fill-missing zero disagree", "Pass one of them"]),

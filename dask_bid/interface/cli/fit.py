@@ -325,6 +325,11 @@ def run(args):
         known = names if names is not None else input_column_names(src, text, shape[1])
         params["trace_columns"] = columns_by_name(params["trace_columns"], known)
     _validate_early(args.k, params, shape[1], resume_at=out if args.resume else None)
+    if isinstance(args.k, int) and args.k > shape[0]:
+        # M is in the metadata (a text file's rows counted): said before the conversion
+        # and the kernels, as the library says it before any output
+        raise CLIError(f"--k {args.k} exceeds the number of rows M={shape[0]}: more than M "
+                       f"columns are always linearly dependent; choose --k <= {shape[0]}.")
     if args.column_names and names is None:
         names = read_names_file(args.column_names, shape, args.input)
     rows = (read_names_file(args.row_names, shape, args.input, axis=0)
