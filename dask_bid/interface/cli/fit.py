@@ -325,7 +325,7 @@ def run(args):
         known = names if names is not None else input_column_names(src, text, shape[1])
         params["trace_columns"] = columns_by_name(params["trace_columns"], known)
     _validate_early(args.k, params, shape[1], resume_at=out if args.resume else None)
-    if isinstance(args.k, int) and args.k > shape[0]:
+    if isinstance(args.k, int) and 0 < shape[0] < args.k:  # (M = 0: refused as empty)
         # M is in the metadata (a text file's rows counted): said before the conversion
         # and the kernels, as the library says it before any output
         raise CLIError(f"--k {args.k} exceeds the number of rows M={shape[0]}: more than M "
