@@ -238,6 +238,28 @@ def test_a_refused_fit_leaves_no_folder_it_made_for_out(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+def test_info_on_a_fit_whose_checkpoint_is_being_written_warns_nothing(tmp_path, capsys):
+    """A checkpoint folder without its metadata yet (written or pruned by the running
+    fit at that moment): `info` printed zarr's "Object at ... is not recognized as a
+    component of a Zarr hierarchy" as a dask-bid warning, about 1 call in 10."""
+    from dask_bid import bayesian_id
+
+    out = tmp_path / "r.zarr"
+
+    def stop(st):
+        if st.iteration == 6:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bayesian_id(np.load(_npy_good(tmp_path)), 2, out=str(out), client="synchronous",
+                    checkpoint_every=3, callback=stop, n_iter=20, burn_in=5)
+    (out / "checkpoint" / "c0-it00000009").mkdir()  # a checkpoint as it is being written
+    capsys.readouterr()
+    assert main(["info", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert "interrupted" in cap.out and "warning" not in cap.err, cap.err
+
+
 def test_plot_refuses_an_empty_kind_list_and_a_result_given_twice(tmp_path, capsys):
     out = tmp_path / "r.zarr"
     assert main(["fit", str(_npy_good(tmp_path)), "--k", "2", "--out", str(out), *FAST,

@@ -18,9 +18,11 @@ warning, and the newest valid one is used instead.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
+import warnings
 
 from .._errors import CheckpointError, CheckpointFallbackWarning
 from .._files import local_path
@@ -28,7 +30,7 @@ from .._warn import warn
 from .serialize import load_state, save_state
 
 __all__ = ["StoreSpec", "Checkpointer", "save_blob", "load_blob", "checkpoint_name",
-           "saved_iterations", "CheckpointFallbackWarning"]
+           "saved_iterations", "CheckpointFallbackWarning", "quiet_listing"]
 
 _NAME = re.compile(r"^c(\d+)-it(\d+)$")
 log = logging.getLogger("dask_bid.engine")
@@ -63,6 +65,18 @@ def checkpoint_name(chain: int, iteration: int) -> str:
     return f"c{chain}-it{iteration:08d}"
 
 
+@contextlib.contextmanager
+def quiet_listing():
+    """List a checkpoint group without zarr's warning about a member folder that holds
+    no metadata yet (or any more): a checkpoint being written or pruned by the running
+    fit, which ``info`` reading it showed as "dask-bid: warning: Object at c0-it... is not
+    recognized as a component of a Zarr hierarchy"."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Object at .* is not recognized as a "
+                                                  r"component of a Zarr hierarchy")
+        yield
+
+
 def saved_iterations(group) -> dict[int, int]:
     """Chain -> the iterations its newest complete checkpoint in ``group`` (an output
     group, opened) holds: where a resume continues that chain from. A chain without one
@@ -70,7 +84,9 @@ def saved_iterations(group) -> dict[int, int]:
     out = {}
     if "checkpoint" not in group:
         return out
-    for name in group["checkpoint"].group_keys():
+    with quiet_listing():
+        names = list(group["checkpoint"].group_keys())
+    for name in names:
         m = _NAME.match(name)
         if not m or int(m.group(2)) <= out.get(int(m.group(1)), -1):
             continue
@@ -137,7 +153,8 @@ class Checkpointer:
             except FileNotFoundError:
                 return []
         g = self.spec.group(mode="r")
-        return list(g["checkpoint"].group_keys()) if "checkpoint" in g else []
+        with quiet_listing():
+            return list(g["checkpoint"].group_keys()) if "checkpoint" in g else []
 
     def _list(self, chain):
         out = []

@@ -261,8 +261,11 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         with contextlib.suppress(Exception):  # a result without its draws says nothing
             info["unvisited"] = unvisited_basis_line(node["draws"]["columns"][...], 0)
     if meta.get("status") != "complete" and "checkpoint" in node:
-        info["checkpoints"] = sorted(node["checkpoint"].group_keys()) + sorted(
-            node["checkpoint"].array_keys())
+        from ...engine.checkpoint import quiet_listing
+
+        with quiet_listing():  # a checkpoint the running fit writes or prunes meanwhile
+            info["checkpoints"] = sorted(node["checkpoint"].group_keys()) + sorted(
+                node["checkpoint"].array_keys())
     if info["status"] in ("running", "interrupted", "failed"):
         from ...engine.checkpoint import saved_iterations
 
