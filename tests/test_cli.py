@@ -581,6 +581,42 @@ def test_fits_started_side_by_side_share_one_conversion(data, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy.zarr", "k3.zarr"]
 
 
+def test_a_store_a_running_fit_reads_is_not_converted_again_under_it(data, tmp_path, capsys):
+    """Two fits of one text file into one folder, the second with another treatment of
+    NaN and --overwrite: it converted the store again under the first, which then failed
+    ("the input changed while the fit read it"), its run lost. Refused while the first
+    runs; done once it has ended."""
+    d, A, _ = data
+    src = tmp_path / "n.csv"
+    An = A.copy()
+    An[0, 0] = np.nan
+    np.savetxt(src, An, delimiter=",", fmt="%.17g")
+    store = tmp_path / "n.csv.zarr"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "dask_bid.interface.cli", "fit", str(src), "--k", "3",
+         "--missing", "mask", "--out", str(tmp_path / "a.zarr"), "--n-iter", "100000",
+         "--burn-in", "5", "--scheduler", "synchronous"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in first.stderr:  # converted and fitting: it holds the store
+            if line.startswith("kernels"):
+                break
+        assert first.poll() is None
+        rc = main(["fit", str(src), "--k", "3", "--fill-missing", "zero", "--out",
+                   str(tmp_path / "b.zarr"), "--overwrite", *FAST])
+        assert rc == 2
+        assert_one_line_error(capsys.readouterr().err, "is the input of a dask-bid fit still "
+                              "running in another process", "fit into another folder",
+                              progress_allowed=True)
+        assert first.poll() is None  # undisturbed
+    finally:
+        first.kill()
+        first.communicate()
+    assert main(["fit", str(src), "--k", "3", "--fill-missing", "zero", "--out",
+                 str(tmp_path / "b.zarr"), "--overwrite", *FAST, "-q"]) == 0
+    assert zarr.open_array(str(store))[0, 0] == 0  # converted again, once free
+
+
 def test_an_unfinished_conversion_is_replaced_without_overwrite(data, tmp_path, capsys):
     """A conversion stopped half way (Ctrl-C) left a store that blocked every later fit
     until --overwrite (which also replaces OUT). It is ours and of no use: replaced."""

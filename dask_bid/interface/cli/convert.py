@@ -70,7 +70,7 @@ def _not_this_conversion(existing, src, dst, stamp) -> str:
 
 
 def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
-                    fill_missing=None, row_labels="auto", header="auto"):
+                    fill_missing=None, row_labels="auto", header="auto", hold=False):
     """Convert a ``.npy``, ``.csv``, ``.txt`` or ``.tsv`` matrix to a Zarr v3 array.
 
     The file is streamed in row blocks (a ``.npy`` is memory-mapped), so a matrix larger
@@ -105,6 +105,9 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
         Text files: whether the first column holds row labels (``--row-labels``).
     header : {"auto", "yes", "no"}
         Text files: whether line 1 is a header (``--header``).
+    hold : bool
+        Hold the store for reading until this process ends (``fit``): no other process
+        converts it again meanwhile (:func:`hold_for_reading`).
 
     Returns
     -------
@@ -114,8 +117,68 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     # one conversion at a time per destination: fits started side by side on the same file
     # (K = 5, 10, 20 into one folder) wait for the first one's store, then reuse it
     with conversion_lock(dst, quiet):
-        return _convert(src, dst, quiet=quiet, overwrite=overwrite, chunks=chunks,
-                        fill_missing=fill_missing, row_labels=row_labels, header=header)
+        out = _convert(src, dst, quiet=quiet, overwrite=overwrite, chunks=chunks,
+                       fill_missing=fill_missing, row_labels=row_labels, header=header)
+        if hold:
+            hold_for_reading(dst)  # before the lock goes: no conversion in between
+        return out
+
+
+#: the files this process holds a shared lock on while it reads them (hold_for_reading)
+_HELD = []
+
+
+def hold_for_reading(store):
+    """Hold a shared lock (``flock``) on the store's metadata file until the command
+    ends (:func:`release_held`): the fit that reads the store. A conversion that would
+    replace the store (other options, ``--overwrite``) asks for it exclusively and is
+    refused while a fit reads (:func:`refuse_if_read`): it rewrote the store under a
+    running fit, which then failed ("the input changed while the fit read it"), its run
+    lost. Where locks are not available, nothing is held."""
+    try:
+        import fcntl
+
+        fd = os.open(os.path.join(os.fspath(store), "zarr.json"), os.O_RDONLY)
+    except (ImportError, OSError):
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:  # a conversion holds it (it refuses first: see refuse_if_read)
+        os.close(fd)
+        return
+    _HELD.append(fd)
+
+
+def release_held():
+    """Let go of the stores held for reading (the end of a command run in-process: a
+    notebook's or a test's ``main([...])``)."""
+    while _HELD:
+        with contextlib.suppress(OSError):
+            os.close(_HELD.pop())
+
+
+def refuse_if_read(store, what="convert it again"):
+    """Refuse to replace a store that another process's fit reads (see
+    :func:`hold_for_reading`)."""
+    try:
+        import fcntl
+
+        fd = os.open(os.path.join(os.fspath(store), "zarr.json"), os.O_RDONLY)
+    except (ImportError, OSError):
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        from ..._errors import OutputLockedError
+
+        raise OutputLockedError(
+            f"{os.fspath(store)!r} is the input of a dask-bid fit still running in another "
+            f"process: to {what} (other options) would change that fit's input under it. "
+            "Wait for it to end, or fit into another folder (its own conversion).") from None
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -207,6 +270,7 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
             from ...engine.zarr_io import check_replaceable_array
 
             check_replaceable_array(dst)
+            refuse_if_read(dst)
     if suffix == ".npy":
         arr = open_npy(src)
         if arr.ndim != 2:

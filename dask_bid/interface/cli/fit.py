@@ -359,7 +359,7 @@ def run(args):
             if line:
                 say(line, quiet=args.quiet)
         src = convert_to_zarr(src, dst, quiet=args.quiet, overwrite=args.overwrite,
-                              fill_missing=fill, **text)
+                              fill_missing=fill, hold=True, **text)
         n_filled = converted_fill_count(src)
         if n_filled:
             say(f"filled       {n_filled} NaN entries of {args.input} by 0 (--fill-missing "

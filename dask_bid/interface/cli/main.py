@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import select
 import sys
@@ -94,6 +95,17 @@ def _stdout_gone() -> bool:
     return gone
 
 
+@contextlib.contextmanager
+def _held_inputs():
+    """The converted stores a fit holds for reading, let go when the command ends."""
+    try:
+        yield
+    finally:
+        from .convert import release_held
+
+        release_held()
+
+
 def main(argv=None) -> int:
     """Run the ``dask-bid`` command line; returns the exit status.
 
@@ -124,7 +136,8 @@ def main(argv=None) -> int:
         if isinstance(value, str):
             setattr(args, name, local_path(value))
     try:
-        with quiet_libraries(), warning_lines(quiet=getattr(args, "quiet", False)):
+        with quiet_libraries(), warning_lines(quiet=getattr(args, "quiet", False)), \
+                _held_inputs():
             code = int(args.func(args) or 0)
             sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
             return code

@@ -109,7 +109,7 @@ def sparse_input(args, out, masked, quiet):
     store is fitted as it is. Both are fitted with ``--missing mask``, chosen when
     ``--missing`` is not given.
     """
-    from .convert import conversion_lock, converted_path
+    from .convert import conversion_lock, converted_path, hold_for_reading
 
     check_sparse_options(args)
     src = args.input
@@ -130,7 +130,9 @@ def sparse_input(args, out, masked, quiet):
     dst = converted_path(src, out)
     # fits started side by side on one file wait for the first conversion (convert.py)
     with conversion_lock(dst, quiet):
-        return _convert_triplets_once(src, dst, args, quiet)
+        out = _convert_triplets_once(src, dst, args, quiet)
+        hold_for_reading(dst)  # the fit reads it: no conversion under it (convert.py)
+        return out
 
 
 def _refuse_binary(src):
@@ -150,6 +152,10 @@ def _convert_triplets_once(src, dst, args, quiet):
     from ..sparse_io import convert_triplets
 
     _refuse_another_conversion(dst, src, args)
+    if os.path.exists(dst):
+        from .convert import refuse_if_read
+
+        refuse_if_read(dst)
     overwrite = args.overwrite or _ours(dst, src)
     res = convert_triplets(src, dst, overwrite=overwrite, quiet=quiet, **_triplet_kw(args))
     _check_empty_columns(dst, src, args, made=True)
@@ -315,6 +321,10 @@ def convert_triplet_file(args):
         if not args.quiet:
             print(f"reusing {dst} (already converted from {src})", file=sys.stderr)
         return 0
+    if os.path.exists(dst):
+        from .convert import refuse_if_read
+
+        refuse_if_read(dst)
     res = convert_triplets(src, dst, overwrite=args.overwrite, quiet=args.quiet,
                            **_triplet_kw(args))
     _check_empty_columns(dst, src, args, made=True)
