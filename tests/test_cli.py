@@ -673,6 +673,32 @@ def test_info_on_inputs_and_results(data, tmp_path, capsys):
                      f"{se[j]:.3f}" for j in top], text
 
 
+def test_error_k_of_masked_fits_is_the_mse_over_observed_entries(data, tmp_path):
+    """As info headlines it: the MSE over all entries counted the unobserved ones as 0,
+    under an axis labelled only "MSE"."""
+    pytest.importorskip("matplotlib")
+    from dask_bid.engine import read_result
+    from dask_bid.interface.cli.plot import error_k_axes
+
+    d, A, _ = data
+    An = A.copy()
+    An[::7, 3] = np.nan
+    np.save(tmp_path / "n.npy", An)
+    res = []
+    for k in (1, 2):
+        out = tmp_path / f"k{k}.zarr"
+        assert main(["fit", str(tmp_path / "n.npy"), "--k", str(k), "--missing", "mask",
+                     "--out", str(out), *FAST, "-q"]) == 0
+        res.append(read_result(str(out)))
+    ax = error_k_axes(res)
+    assert ax.get_ylabel() == "MSE (observed entries)"
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), [r.mse_observed for r in res])
+    assert all(r.mse_observed != r.mse for r in res)
+    import matplotlib.pyplot as plt
+
+    plt.close(ax.figure)
+
+
 def test_plot_command_error_vs_k(data, tmp_path, capsys):
     d, _, _ = data
     outs = []
