@@ -134,4 +134,5 @@ def test_summary_labels_chain_time_and_wall_time(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "chain time" in out and "s sampling, summed over 2 chains" in out
     assert "wall time" in out
-    assert "of the swap proposals (iterations whose proposed change of one basis column" in out
+    assert ("of the swap proposals (iterations whose proposed change of one basis column "
+            "was taken, burn-in included") in out

@@ -14,8 +14,8 @@ __all__ = ["result_lines", "accepted_line", "chain_time_line", "convergence_line
 def accepted_line(share) -> str:
     """The share of accepted swaps, and what it means."""
     return (f"accepted     {share:.1%} of the swap proposals (iterations whose proposed "
-            "change of one basis column was taken; a low share means the basis has "
-            "settled, or that a chain is stuck: compare chains)")
+            "change of one basis column was taken, burn-in included; a low share means the "
+            "basis has settled, or that a chain is stuck: compare chains)")
 
 
 def chain_time_line(seconds, n_chains, continued=False) -> str:
