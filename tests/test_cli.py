@@ -617,6 +617,35 @@ def test_a_store_a_running_fit_reads_is_not_converted_again_under_it(data, tmp_p
     assert zarr.open_array(str(store))[0, 0] == 0  # converted again, once free
 
 
+def test_a_store_a_fit_reads_directly_is_not_converted_again_under_it(data, tmp_path,
+                                                                     capsys):
+    """`dask-bid convert`, then a fit of the store itself (the CLI's documented workflow,
+    or the Python API): a `convert --overwrite` with other options meanwhile rewrote the
+    store under the fit. The engine holds the store while it reads it."""
+    from dask_bid import bayesian_id
+
+    d, A, _ = data
+    src = tmp_path / "n.csv"
+    An = A.copy()
+    An[0, 0] = np.nan
+    np.savetxt(src, An, delimiter=",", fmt="%.17g")
+    store = tmp_path / "s" / "n.zarr"
+    conv = ["convert", str(src), "--format", "dense", "--out", str(store), "-q"]
+    assert main([*conv, "--missing", "mask"]) == 0
+    codes = []
+
+    def convert_meanwhile(st):
+        if st.iteration == 3:
+            codes.append(main([*conv, "--fill-missing", "zero", "--overwrite"]))
+
+    bayesian_id(str(store), 3, missing="mask", client="synchronous", n_iter=12, burn_in=4,
+                callback=convert_meanwhile)
+    assert codes == [2]
+    assert_one_line_error(capsys.readouterr().err, "is the input of a dask-bid fit still "
+                          "running", "would change that fit's input under it")
+    assert main([*conv, "--fill-missing", "zero", "--overwrite"]) == 0  # once it has ended
+
+
 def test_an_unfinished_conversion_is_replaced_without_overwrite(data, tmp_path, capsys):
     """A conversion stopped half way (Ctrl-C) left a store that blocked every later fit
     until --overwrite (which also replaces OUT). It is ours and of no use: replaced."""

@@ -31,7 +31,7 @@ from .cluster import (
 from .dask_backend import DaskBackend, MaskedDaskBackend, TileSource, plan_layout
 from .fingerprint import StoreWatch, compare_checksum, compare_metadata, metadata_fingerprint
 from .inputs import check_chunks, with_mask
-from .lock import OutputLock
+from .lock import OutputLock, hold_for_reading
 from .scaling import (
     NeedsRescale,
     check_finite_result,
@@ -562,7 +562,12 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         from .blas import single_blas_thread
 
         with single_blas_thread():  # as Dask's worker processes (engine/blas.py)
-            return run.run()
+            try:
+                return run.run()
+            finally:
+                if getattr(run, "reading", None) is not None:  # the input, let go
+                    with contextlib.suppress(OSError):
+                        os.close(run.reading)
 
 
 def _masked(p) -> bool:
@@ -620,8 +625,12 @@ class _Fit:
         group, src, out = self.group, self.src, self.out
         scale = 0
         # the input store's files, watched from here to the end (engine/fingerprint.py)
+        self.reading = None
         self.watch = StoreWatch(src.path if src.kind in ("zarr", "sparse") else None,
                                 self.storage_options).start()
+        # held for reading while the fit runs: no conversion replaces it under the fit
+        self.reading = (hold_for_reading(local_path(str(src.path)))
+                        if src.kind in ("zarr", "sparse") and src.path is not None else None)
         if self.existing:
             stored = dict(group.attrs["dask_bid"])
             extending = _check_stored(stored, self.meta, self.entropy_given, out,

@@ -34,7 +34,7 @@ import time
 from .._errors import OutputLocationError, OutputLockedError
 
 __all__ = ["OutputLock", "lock_path", "read_lease", "lease_holder", "locked_error",
-           "HEARTBEAT_SECONDS", "STALE_SECONDS"]
+           "hold_for_reading", "refuse_if_read", "HEARTBEAT_SECONDS", "STALE_SECONDS"]
 
 #: ``open`` flag that refuses a symbolic link as the file itself (0 where there is none)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -273,3 +273,57 @@ def _missing_dirs(d) -> list[str]:
             break
         d = parent
     return out
+
+
+def hold_for_reading(store):
+    """A shared lock (``flock``) on a local store's metadata file (``zarr.json``) for as
+    long as the returned descriptor stays open (None where it cannot be taken: no such
+    file, no locks on this system). A fit holds its input so while it reads it; a
+    conversion that would replace the store asks for it exclusively and is refused
+    (:func:`refuse_if_read`): it rewrote the store under a running fit, which then failed
+    ("the input changed while the fit read it"), its run lost. Reading a file and locking
+    it writes nothing to it."""
+    if fcntl_module() is None or "://" in os.fspath(store):
+        return None
+    try:
+        fd = os.open(os.path.join(os.fspath(store), "zarr.json"), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl_module().flock(fd, fcntl_module().LOCK_SH | fcntl_module().LOCK_NB)
+    except OSError:  # a conversion holds it: it refuses its own replacement first
+        os.close(fd)
+        return None
+    return fd
+
+
+def refuse_if_read(store, what="convert it again"):
+    """Refuse (``OutputLockedError``) to replace a store another process's fit reads
+    (see :func:`hold_for_reading`)."""
+    fcntl = fcntl_module()
+    if fcntl is None or "://" in os.fspath(store):
+        return
+    try:
+        fd = os.open(os.path.join(os.fspath(store), "zarr.json"), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise OutputLockedError(
+            f"{os.fspath(store)!r} is the input of a dask-bid fit still running in another "
+            f"process: to {what} would change that fit's input under it. Wait for it to "
+            "end, or fit into another folder (its own conversion).") from None
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def fcntl_module():
+    """``fcntl`` where the system has it (POSIX), else None."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    return fcntl

@@ -811,7 +811,8 @@ def read_result(path, *, storage_options=None):
         # what it is instead, in words (zarr's exception names told a user nothing)
         what = {"GroupNotFoundError": "no Zarr group there",
                 "ContainsArrayError": "a Zarr array, perhaps an input matrix",
-                "KeyError": "a Zarr group without dask_bid's attributes"}.get(
+                "KeyError": "a Zarr group without dask_bid's attributes",
+                "JSONDecodeError": "its zarr.json is not valid JSON: a damaged store"}.get(
                     type(exc).__name__, type(exc).__name__)
         raise CorruptStoreError(
             f"{path!r} is not a dask_bid output group ({what}): pass the out= of a fit "

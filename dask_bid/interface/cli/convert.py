@@ -124,29 +124,18 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
         return out
 
 
-#: the files this process holds a shared lock on while it reads them (hold_for_reading)
+#: the stores this command holds for reading (engine/lock.py: hold_for_reading)
 _HELD = []
 
 
 def hold_for_reading(store):
-    """Hold a shared lock (``flock``) on the store's metadata file until the command
-    ends (:func:`release_held`): the fit that reads the store. A conversion that would
-    replace the store (other options, ``--overwrite``) asks for it exclusively and is
-    refused while a fit reads (:func:`refuse_if_read`): it rewrote the store under a
-    running fit, which then failed ("the input changed while the fit read it"), its run
-    lost. Where locks are not available, nothing is held."""
-    try:
-        import fcntl
+    """Hold the converted store for reading until the command ends (:func:`release_held`):
+    no other process converts it again under the fit (engine/lock.py)."""
+    from ...engine.lock import hold_for_reading as hold
 
-        fd = os.open(os.path.join(os.fspath(store), "zarr.json"), os.O_RDONLY)
-    except (ImportError, OSError):
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:  # a conversion holds it (it refuses first: see refuse_if_read)
-        os.close(fd)
-        return
-    _HELD.append(fd)
+    fd = hold(store)
+    if fd is not None:
+        _HELD.append(fd)
 
 
 def release_held():
@@ -158,27 +147,9 @@ def release_held():
 
 
 def refuse_if_read(store, what="convert it again"):
-    """Refuse to replace a store that another process's fit reads (see
-    :func:`hold_for_reading`)."""
-    try:
-        import fcntl
+    from ...engine.lock import refuse_if_read as refuse
 
-        fd = os.open(os.path.join(os.fspath(store), "zarr.json"), os.O_RDONLY)
-    except (ImportError, OSError):
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        from ..._errors import OutputLockedError
-
-        raise OutputLockedError(
-            f"{os.fspath(store)!r} is the input of a dask-bid fit still running in another "
-            f"process: to {what} (other options) would change that fit's input under it. "
-            "Wait for it to end, or fit into another folder (its own conversion).") from None
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    refuse(store, what)
 
 
 @contextlib.contextmanager

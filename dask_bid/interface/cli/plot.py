@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from ..._files import local_path
 from ._core import CLIError, print_lines
 from .plotting import (
     check_png_replaceable,
@@ -89,7 +90,8 @@ def run(args):
     _local_out(args.out)
     seen = {}
     for p in args.results:  # one fit twice drew a point twice (and wrote over its plots)
-        key = os.path.realpath(p) if "://" not in str(p) else str(p).rstrip("/")
+        lp = local_path(str(p))  # file:// and local:// name the same files
+        key = os.path.realpath(lp) if "://" not in lp else lp.rstrip("/")
         if key in seen:
             raise CLIError(f"{p!r} is given twice (as {seen[key]!r}): name each result once.")
         seen[key] = p
