@@ -106,7 +106,7 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     header : {"auto", "yes", "no"}
         Text files: whether line 1 is a header (``--header``).
     hold : bool
-        Hold the store for reading until this process ends (``fit``): no other process
+        Hold the store for reading until the command ends (``fit``): no other process
         converts it again meanwhile (:func:`hold_for_reading`).
 
     Returns
