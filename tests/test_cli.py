@@ -646,6 +646,26 @@ def test_a_store_a_fit_reads_directly_is_not_converted_again_under_it(data, tmp_
     assert main([*conv, "--fill-missing", "zero", "--overwrite"]) == 0  # once it has ended
 
 
+def test_a_ctrl_c_after_the_last_iteration_says_what_it_still_does(data, tmp_path):
+    """The fit's real callback on a real chain: once every chain has done its last
+    iteration, the first Ctrl-C no longer promises "stopping after this iteration and
+    saving a checkpoint" (the fit then wrote its complete result and exited 0)."""
+    from dask_bid import bayesian_id
+    from dask_bid._interrupt import InterruptLatch
+    from dask_bid.interface.cli.fit import ENDED_MESSAGE, chain_callback
+
+    d, A, _ = data
+    seen = []
+    latch = InterruptLatch()
+    cb = chain_callback(latch, lambda st: seen.append(latch.message), 12, 2)
+    bayesian_id(A, 3, client="synchronous", n_iter=12, burn_in=4, n_chains=2, callback=cb)
+    assert len(seen) == 24 and set(seen) == {InterruptLatch.MESSAGE}  # while sampling
+    assert latch.message == ENDED_MESSAGE  # once both chains have ended
+    latch.hit = True  # a Ctrl-C before then stops the chain at its next iteration
+    with pytest.raises(KeyboardInterrupt):
+        cb(None)
+
+
 def test_an_unfinished_conversion_is_replaced_without_overwrite(data, tmp_path, capsys):
     """A conversion stopped half way (Ctrl-C) left a store that blocked every later fit
     until --overwrite (which also replaces OUT). It is ours and of no use: replaced."""

@@ -396,6 +396,9 @@ def run(args):
         t0 = time.perf_counter()
         res = _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch,
                       names, rows)
+        if latch.hit:  # a Ctrl-C after the last iteration: nothing was left to stop
+            say("interrupted  after the sampling had ended: the result below is complete",
+                quiet=args.quiet)
     wall = time.perf_counter() - t0
     # a converted text file's header names the selected columns (res.feature_names)
     lines = result_lines(res, seed=True) + [
@@ -478,6 +481,29 @@ def _continue_line(res, argv, n_iter):
     return f"run longer   {continue_command(list(argv), 2 * int(n_iter))}"
 
 
+#: what the first Ctrl-C says once every chain has done its last iteration
+ENDED_MESSAGE = ("dask-bid: the sampling has ended; stopping once the result is written "
+                 "(Ctrl-C again to stop at once)")
+
+
+def chain_callback(latch, bar, n_iter, n_chains):
+    """The fit's callback: the Ctrl-C latch's check, the progress bar, and, once every
+    chain has done its last iteration, the latch's message for what a Ctrl-C still does
+    (it said "stopping after this iteration and saving a checkpoint", then the fit wrote
+    its complete result and exited 0)."""
+    ended = set()
+
+    def callback(state):
+        latch.check()
+        bar(state)
+        if state.iteration >= n_iter:
+            ended.add(id(state))
+            if len(ended) == n_chains:
+                latch.message = ENDED_MESSAGE
+
+    return callback
+
+
 def _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch, names=None,
             rows=None):
     """The fit itself on ``cluster`` (a context yielding the client), with its progress
@@ -487,9 +513,7 @@ def _sample(bayesian_id, src, args, params, full, cluster, out, overwrite, latch
     try:
         with cluster as client, \
                 ChainProgress(full["n_chains"] * full["n_iter"], disable=args.quiet) as bar:
-            def callback(state):
-                latch.check()
-                bar(state)
+            callback = chain_callback(latch, bar, full["n_iter"], full["n_chains"])
 
             res = bayesian_id(src, args.k, **params, client=client, out=out,
                               overwrite=overwrite, resume=args.resume,
