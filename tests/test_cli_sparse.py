@@ -136,6 +136,17 @@ def test_refusals_are_one_line(tmp_path, capsys, extra, fragments):
     assert not (tmp_path / "o.zarr").exists()
 
 
+def test_k_above_the_rows_of_the_given_shape_is_refused_before_converting(tmp_path, capsys):
+    src = tmp_path / "t.txt"
+    src.write_text("0 0 1\n1 1 2\n9 39 3\n")
+    code = main(["fit", str(src), "--format", "triplets", "--shape", "10,40", "--k", "20",
+                 "--out", str(tmp_path / "w" / "o.zarr"), *FAST])
+    assert code == 2
+    assert_one_line_error(capsys.readouterr().err, "--k 20 exceeds the number of rows M=10",
+                          progress_allowed=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.txt"]  # no store converted
+
+
 def test_the_headers_names_of_the_fields_read_are_said(tmp_path, capsys):
     src = tmp_path / "h.csv"
     src.write_text("rating,user_id,item_id\n5,1,1\n4,2,2\n3,3,3\n")

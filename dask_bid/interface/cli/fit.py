@@ -215,6 +215,15 @@ def _checked_shape(src, text=None):
     return shape
 
 
+def _refuse_k_above_rows(k, n_rows):
+    """K > M, from the metadata (a text file's rows counted, a triplet file's --shape):
+    said before the conversion and the kernels, as the library says it before any
+    output (M = 0 is refused as an empty matrix)."""
+    if isinstance(k, int) and 0 < n_rows < k:
+        raise CLIError(f"--k {k} exceeds the number of rows M={n_rows}: more than M "
+                       f"columns are always linearly dependent; choose --k <= {n_rows}.")
+
+
 def _validate_early(k, params, n_cols, resume_at=None):
     """The parameters against INPUT's column count (None before a triplet file is
     converted: its shape is not known yet, and nothing checked then depends on it); with
@@ -298,7 +307,11 @@ def run(args):
         _missing_of_a_converted_store(args, params, src)
     masked = params.get("missing") == "mask"
     if args.format == "triplets":  # parameters first: the conversion reads the file twice
-        _validate_early(args.k, params, None, resume_at=out if args.resume else None)
+        shape = getattr(args, "shape", None)
+        _validate_early(args.k, params, None if shape is None else shape[1],
+                        resume_at=out if args.resume else None)
+        if shape is not None:  # --shape gives M: K > M said before the conversion
+            _refuse_k_above_rows(args.k, shape[0])
     # a triplet file (converted once) or a sparse store: cli/sparse.py
     sparse_src = sparse_input(args, out, masked, args.quiet)
     if sparse_src is not None:
@@ -325,11 +338,7 @@ def run(args):
         known = names if names is not None else input_column_names(src, text, shape[1])
         params["trace_columns"] = columns_by_name(params["trace_columns"], known)
     _validate_early(args.k, params, shape[1], resume_at=out if args.resume else None)
-    if isinstance(args.k, int) and 0 < shape[0] < args.k:  # (M = 0: refused as empty)
-        # M is in the metadata (a text file's rows counted): said before the conversion
-        # and the kernels, as the library says it before any output
-        raise CLIError(f"--k {args.k} exceeds the number of rows M={shape[0]}: more than M "
-                       f"columns are always linearly dependent; choose --k <= {shape[0]}.")
+    _refuse_k_above_rows(args.k, shape[0])
     if args.column_names and names is None:
         names = read_names_file(args.column_names, shape, args.input)
     rows = (read_names_file(args.row_names, shape, args.input, axis=0)
