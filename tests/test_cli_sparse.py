@@ -140,6 +140,7 @@ def test_k_above_the_rows_of_the_given_shape_is_refused_before_converting(tmp_pa
     src = tmp_path / "t.txt"
     src.write_text("0 0 1\n1 1 2\n9 39 3\n")
     code = main(["fit", str(src), "--format", "triplets", "--shape", "10,40", "--k", "20",
+                 "--missing", "mask",
                  "--out", str(tmp_path / "w" / "o.zarr"), *FAST])
     assert code == 2
     assert_one_line_error(capsys.readouterr().err, "--k 20 exceeds the number of rows M=10",
