@@ -326,6 +326,20 @@ def test_rid_gives_the_same_messages(row, build, fragments, tmp_path, capsys):
     assert_one_line_error(capsys.readouterr().err, *fragments)
 
 
+def test_rid_of_a_store_with_nan_says_it_in_command_line_words(tmp_path, capsys):
+    """Not the Python fix (`A = da.where(...)`) nor "A": the store and the flags."""
+    from dask_bid.engine import to_zarr
+
+    A = np.random.default_rng(0).standard_normal((30, 6))
+    A[3, 2] = np.nan
+    to_zarr(A, str(tmp_path / "n.zarr"), chunks=(10, 6))
+    assert main(["rid", str(tmp_path / "n.zarr"), "--k", "2"]) == 2
+    err = capsys.readouterr().err
+    assert_one_line_error(err, "n.zarr", "it contains NaN",
+                          "--fill-missing zero", "--missing mask")
+    assert "da.where" not in err and "A contains" not in err
+
+
 def test_every_cli_row_of_the_docs_has_a_case():
     text = DOCS.read_text()
     section = text.split("## The command line", 1)[1].split("\n## ", 1)[0]

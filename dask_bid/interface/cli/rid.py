@@ -82,7 +82,19 @@ def run(args):
                        oversampling=10 if args.oversampling is None else args.oversampling,
                        n_power_iter=0 if args.power_iter is None else args.power_iter,
                        random_state=args.seed)
-    est.fit(A)
+    from ..._errors import NonFiniteInputError
+
+    try:
+        est.fit(A)
+    except NonFiniteInputError as exc:
+        if convertible:
+            raise
+        # a store's NaN: the Python advice (`A = da.where(...)`) in command-line words
+        where = str(exc).split("). ", 1)[0] + ")" if "). " in str(exc) else str(exc)
+        raise CLIError(f"{src!r}: {where.replace('A contains', 'it contains', 1)}. rid needs "
+                       "every entry: fill its NaN first (0 is the paper's fill), or run rid on "
+                       "the .npy / text file it came from with --fill-missing zero; `dask-bid "
+                       "fit --missing mask` fits the observed entries only.") from exc
     names = given if given is not None else input_column_names(src, text,
                                                                est.n_features_in_)
     picked = None if names is None else [names[int(j)] for j in est.columns_]
