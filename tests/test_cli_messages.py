@@ -358,6 +358,7 @@ OTHER_ROWS = ("NaN in a Zarr input", "error-k over fits of different inputs",
               "a conversion made for the other treatment of NaN",  # test_cli_masked.py
               "permission denied", "an error inside a library",
               "rid --overwrite onto a file rid did not write",  # test_cli.py
+              "rid of a Zarr store holding NaN",
               "rid --out with a suffix other than .npz, or a folder",  # test_cli.py
               "fit --out naming the store a .npy or text INPUT is converted to",
               # test_cli_convert.py
