@@ -463,7 +463,10 @@ def test_extreme_values_on_the_engine(tmp_path, e):
     path, out = str(tmp_path / "X.zarr"), str(tmp_path / "r.zarr")
     to_zarr(np.ldexp(A, e), path, chunks=CHUNKS)
     ref = bayesian_id(A, K, beta_sigma=2.0 ** (-2 * e), **KW, **SYNC)
-    res = bayesian_id(path, K, out=out, **KW, **SYNC)
+    seen = []  # a callback (the progress bar) sees the chain in A's units, as the result
+    res = bayesian_id(path, K, out=out, **KW, **SYNC,
+                      callback=lambda st: seen.append((st.sigma2, st.trace_mse[-1])))
+    assert seen[-1] == (res.trace["sigma2"][0, -1], res.trace["mse"][0, -1])
     np.testing.assert_array_equal(res.columns, ref.columns)
     np.testing.assert_array_equal(res.components, ref.components)
     assert res.sigma2 == np.ldexp(ref.sigma2, 2 * e)

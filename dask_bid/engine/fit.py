@@ -295,6 +295,52 @@ def check_resume(out, p, *, storage_options=None):
                   storage_options)
 
 
+def in_user_units(callback, exponent):
+    """``callback`` seeing the chain's sigma2 and MSE in A's units. A matrix fitted as
+    A / 2^e (engine/scaling.py) has its chain's in the scaled units: the progress bar
+    showed mse=8.3e+96 for a fit whose MSE is reported as inf, sigma2 2.6e+297 for one
+    reported as 2.5e-4. One view per chain state (the bar tells chains apart by it)."""
+    if callback is None or not exponent:
+        return callback
+    views = {}
+
+    def cb(state):
+        view = views.get(id(state))
+        if view is None or view._state is not state:
+            view = views[id(state)] = _UserUnits(state, exponent)
+        return callback(view)
+
+    return cb
+
+
+class _UserUnits:
+    """A chain state with sigma2 and the MSE (and their traces) in A's units; every
+    other attribute is the state's own."""
+
+    def __init__(self, state, exponent):
+        self._state = state
+        self._e = 2 * int(exponent)
+
+    def _up(self, x):
+        with np.errstate(over="ignore"):
+            return float(np.ldexp(float(x), self._e))
+
+    @property
+    def sigma2(self):
+        return self._up(self._state.sigma2)
+
+    @property
+    def trace_mse(self):
+        return [self._up(m) for m in self._state.trace_mse]
+
+    @property
+    def trace_sigma2(self):
+        return [self._up(v) for v in self._state.trace_sigma2]
+
+    def __getattr__(self, name):
+        return getattr(self._state, name)
+
+
 class _ChainRunner:
     """Runs one chain with periodic checkpoints and recovery from lost workers."""
 
@@ -446,9 +492,11 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         ``n_chains`` can continue the finished fit; False deletes ``out/checkpoint/`` when
         the fit is complete (such a fit can only be fitted again).
     callback : callable, optional
-        ``callback(state)`` after every iteration, with the chain's ``ClientState``. A
-        ``KeyboardInterrupt`` it raises stops the fit after a checkpoint of that iteration
-        is written: ``resume=True`` continues right after it.
+        ``callback(state)`` after every iteration, with the chain's ``ClientState``
+        (its ``sigma2``, ``trace_mse`` and ``trace_sigma2`` in A's units, also for a
+        matrix fitted as A / 2^e). A ``KeyboardInterrupt`` it raises stops the fit after
+        a checkpoint of that iteration is written: ``resume=True`` continues right after
+        it.
     initial_columns : callable, optional
         ``initial_columns(A, p, entropy, chain)`` -> K starting columns or None (random);
         the interface passes the one that runs the baselines for ``init="sketch"``, ...
@@ -852,7 +900,8 @@ class _Fit:
                         be.on_first_pass = self._hook(c, scale)
                         backends.append(be)
                         runners.append(_ChainRunner(be, cfg, self.entropy, c, ckpt,
-                                                    self.every, self.callback,
+                                                    self.every,
+                                                    in_user_units(self.callback, scale),
                                                     stop=latch.check))
                     self._start(ex, source, backends, scale)
                     for c, runner in enumerate(runners):
