@@ -163,6 +163,17 @@ def test_trace_columns_by_name(planted):
         _fit(A, 2, trace_columns=["c5"])
 
 
+def test_an_interval_of_draws_beyond_float64_is_infinite_not_nan():
+    """sigma2 of a matrix near 1e200 is reported as inf (its draws too): its interval
+    said "nan to nan", as for a fit without draws."""
+    from dask_bid.engine.result import draws_interval
+
+    assert draws_interval(np.full(50, np.inf)) == (np.inf, np.inf)
+    assert all(np.isnan(draws_interval(np.array([]))))
+    lo, hi = draws_interval(np.r_[np.arange(1.0, 101.0), np.nan])
+    assert (lo, hi) == tuple(np.quantile(np.arange(1.0, 101.0), [0.05, 0.95]))
+
+
 def test_sigma2_interval_is_the_posterior_quantiles_and_holds_the_planted_noise(planted,
                                                                               capsys, tmp_path):
     """``sigma2_interval(prob)``: the equal-tailed quantiles of every retained sigma^2

@@ -285,9 +285,14 @@ def _tails(prob) -> tuple[float, float]:
 def draws_interval(draws, prob=0.9) -> tuple[float, float]:
     """The equal-tailed interval of probability ``prob`` of the finite values of
     ``draws`` (any shape): ``BIDResult.sigma2_interval``, and ``info``'s from a stored
-    fit's draws. (NaN, NaN) when there are none."""
+    fit's draws. (NaN, NaN) when there are none; (inf, inf) when every draw is +inf
+    (beyond float64's range in A's units)."""
     q = _tails(prob)
     d = np.asarray(draws, dtype=np.float64).ravel()
+    if d.size and np.all(np.isposinf(d)):
+        # every draw beyond float64's range in A's units (sigma2 reported as inf): so
+        # is the interval (it said NaN to NaN, as for no draw at all)
+        return (float("inf"), float("inf"))
     d = d[np.isfinite(d)]
     if not d.size:
         return (float("nan"), float("nan"))
