@@ -161,6 +161,16 @@ def test_max_abs_w_can_exceed_one():
     assert est.max_abs_w_ > 1.05
 
 
+def test_an_mse_beyond_float64_is_said_not_only_inf():
+    A = np.random.default_rng(0).standard_normal((40, 10)) * 1e200
+    with pytest.warns(RuntimeWarning, match="the MSE exceeds float64's range"):
+        est = RandomizedID(3, random_state=0).fit(A)
+    assert est.mse_ == np.inf
+    # the columns are those of the matrix at a usual scale
+    np.testing.assert_array_equal(est.columns_,
+                                  RandomizedID(3, random_state=0).fit(A / 1e200).columns_)
+
+
 # ----------------------------------------------------------------------------- randomness
 
 def test_same_random_state_identical_and_seeds_matter():

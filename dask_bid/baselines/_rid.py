@@ -404,6 +404,10 @@ class RandomizedID:
         self.n_samples_ = M
         sse, count = self._sse(X, None)
         self.mse_ = sse / count
+        if not np.isfinite(self.mse_):  # the squares of entries near 1e200 (it said inf)
+            warn("the MSE exceeds float64's range (the squares of A's entries do): it is "
+                 "reported as inf; the columns and W are exact. Rescale A (e.g. divide it "
+                 "by its largest entry) for a finite MSE.", RuntimeWarning)
         self.max_abs_w_ = float(np.abs(W).max())
         self.n_passes_ = 0 if X.in_memory else passes + 1
         self.fit_time_ = time.perf_counter() - t_start
