@@ -630,18 +630,38 @@ def test_a_running_fit_read_as_a_result_is_said_locked_not_damaged(store, tmp_pa
     assert read_result(out).columns.shape == (K,)  # once finished, it opens
 
 
-def test_a_store_that_cannot_be_listed_is_read_unwatched_with_a_warning(caplog):
+def test_a_store_that_cannot_be_listed_is_read_unwatched_with_a_warning():
     """The watch of an object store lists it; where no listing is possible (plain HTTP,
-    credentials that may read but not list) the fit reads on, unwatched, and says so:
-    a safety check never stops a fit that can read its input."""
-    import logging
+    credentials that may read but not list) the fit reads on, unwatched, and says so (a
+    warning, which a notebook can filter): a safety check never stops a fit that can
+    read its input. An in-memory store of this process is not watched, and says
+    nothing (it printed a made-up memory:// URL and an OSError)."""
+    import warnings
 
     from dask_bid.engine.fingerprint import StoreWatch
 
-    with caplog.at_level(logging.WARNING, logger="dask_bid"):
+    with pytest.warns(RuntimeWarning, match="is not watched for changes during the fit: "
+                                            "it could not be listed"):
         watch = StoreWatch("http://127.0.0.1:9/A.zarr").start()  # port 9: nothing there
     watch.check()  # nothing to compare: no error
-    assert "is not watched for changes during the fit: it could not be listed" in caplog.text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        StoreWatch("memory://140604336350656").start().check()
+
+
+def test_a_result_whose_output_was_deleted_says_so(store, tmp_path):
+    """Deleted, not replaced: "another fit wrote it, read it again" sent the user to a
+    read that fails too."""
+    import shutil
+
+    from dask_bid import StoreNotFoundError
+
+    out = str(tmp_path / "r.zarr")
+    res = bayesian_id(store, K, out=out, **KW, **SYNC)
+    shutil.rmtree(out)
+    with pytest.raises(StoreNotFoundError, match="no longer exists: its C .* went with it"):
+        np.asarray(res.C)
+    assert res.columns.shape == (K,)  # the rest is in memory
 
 
 def test_a_result_whose_output_another_fit_replaced_refuses_to_read_c(store, tmp_path):

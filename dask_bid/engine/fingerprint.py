@@ -132,6 +132,11 @@ class StoreWatch:
                 if v.get("type", "file") != "directory"}
 
     def start(self):
+        if self.path is not None and self.path.startswith("memory://"):
+            # an in-memory store of this process (zarr's MemoryStore): no file to watch,
+            # and no other process to change it
+            self.path = None
+            return self
         if self.path is not None and "://" in self.path:
             try:
                 import fsspec
@@ -144,12 +149,11 @@ class StoreWatch:
             except Exception as exc:  # noqa: BLE001  a watch never stops a fit that reads
                 # (listing refused to credentials that may read, a store without listings
                 # such as plain HTTP): unwatched, said once
-                import logging
+                from .._warn import warn
 
-                logging.getLogger("dask_bid").warning(
-                    "the input %r is not watched for changes during the fit: it could not "
-                    "be listed (%s: %s)", self.path, type(exc).__name__,
-                    " ".join(str(exc).split()))
+                warn(f"the input {self.path!r} is not watched for changes during the fit: "
+                     f"it could not be listed ({' '.join(str(exc).split())}); the fit "
+                     "reads it as usual.", RuntimeWarning)
                 self.path = self.fs = None
                 return self
             self.t0 = time.time_ns()

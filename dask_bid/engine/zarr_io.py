@@ -925,6 +925,15 @@ class _ResultC:
             run = z.attrs.get(RUN_ATTR)
         except Exception:  # removed, or not an array any more
             z, run = None, object()
+        group = self.path.rsplit("/", 1)[0]
+        if z is None and not is_url(group) and not os.path.exists(group):
+            from .._errors import StoreNotFoundError
+
+            # deleted, not replaced: "read it again" would fail too
+            raise StoreNotFoundError(
+                f"the result's output {group!r} no longer exists: its C (the selected "
+                "columns of A) went with it. columns_, W and the summaries are still in "
+                "memory; A[:, columns_] gives C from the input.")
         if run != self.run:
             raise ResultReplacedError(
                 f"the result at {self.path.rsplit('/', 1)[0]!r} was written by another fit "
