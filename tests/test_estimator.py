@@ -474,3 +474,24 @@ def test_a_search_result_is_not_judged_in_its_repr(data, sampler):
         warnings.simplefilter("ignore")
         res = bayesian_id(data, 3, random_state=5, sampler=sampler, **FAST)
     assert f", convergence not judged ({sampler} sampler), " in repr(res), repr(res)
+
+
+def test_a_refit_of_an_opened_result_keeps_nothing_of_its_store(tmp_path):
+    """open_result sets C_ and store_path_ beside the fitted attributes; a refit on other
+    data kept them: C_ was the old store's columns beside the new columns_."""
+    import pickle
+
+    from dask_bid import open_result
+
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((60, 10)), rng.standard_normal((50, 12))
+    BayesianID(3, n_iter=30, burn_in=10, random_state=0).fit(A, out=str(tmp_path / "o.zarr"),
+                                                              client="synchronous")
+    est = open_result(tmp_path / "o.zarr")
+    assert est.C_ is not None and est.store_path_
+    est.fit(B)
+    assert not hasattr(est, "C_") and not hasattr(est, "store_path_")
+    assert est.n_features_in_ == 12
+    # results compare by identity (the dataclass' __eq__ raised on its arrays)
+    res = est.result_
+    assert res == res and res != pickle.loads(pickle.dumps(res))

@@ -161,6 +161,11 @@ def test_trace_columns_by_name(planted):
         _fit(df, 2, trace_columns=["c55"])
     with pytest.raises(ParameterError, match="A's columns have no names"):
         _fit(A, 2, trace_columns=["c5"])
+    # a name two columns share is refused (it meant the first, without a word)
+    twin = df.rename(columns={"c1": "c0"})
+    with pytest.raises(ParameterError, match=r"2 columns are named 'c0' \(columns 0, 1\)"):
+        _fit(twin, 2, trace_columns=["c0"])
+    np.testing.assert_array_equal(_fit(twin, 2, trace_columns=[1]).draws_w["columns"], [1])
 
 
 def test_an_interval_of_draws_beyond_float64_is_infinite_not_nan():

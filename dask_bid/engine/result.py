@@ -22,7 +22,9 @@ class WIntervals(NamedTuple):
     n_draws: int
 
 
-@dataclass(repr=False)
+# eq=False: results compare by identity (the generated __eq__ compared tuples of
+# arrays and raised "truth value of an array is ambiguous")
+@dataclass(repr=False, eq=False)
 class BIDResult:
     """What :func:`dask_bid.bayesian_id` returns.
 

@@ -146,6 +146,12 @@ def columns_by_name(value, names, what="trace_columns"):
         hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
         raise ParameterError(f"{what}: no column is named {unknown[0]!r}{hint}; the names "
                              "are A's column names, exactly.")
+    for c in wanted:  # a name two columns share says neither (it took the first)
+        at = [j for j, n in enumerate(names) if str(n) == c]
+        if len(at) > 1:
+            raise ParameterError(f"{what}: {len(at)} columns are named {c!r} (columns "
+                                 f"{', '.join(map(str, at[:5]))}): give the column index "
+                                 "instead, or give the columns distinct names.")
     return [where[c] if isinstance(c, str) else c for c in value]
 
 

@@ -424,6 +424,10 @@ class BayesianID:
         return self
 
     def _set_result(self, res):
+        # what open_result set beside the fitted attributes describes the store it read:
+        # a refit (of other data) keeps none of it (C_ stayed the old store's columns)
+        for name in ("C_", "store_path_"):
+            self.__dict__.pop(name, None)
         self.result_ = res
         self.columns_ = res.columns
         self.components_ = res.components
