@@ -67,16 +67,17 @@ def run(args):
                                        ("--row-labels", args.row_labels != "auto"),
                                        ("--header", args.header != "auto")) if v]
     if dense_only:
+        # said, not guessed, as a text file without options is (below)
         raise CLIError(f"{', '.join(dense_only)} appl{'y' if len(dense_only) > 1 else 'ies'} "
-                       f"to a dense matrix; {src!r} is read as a triplet file (pass --format "
-                       "dense if it is a matrix).")
+                       f"to a dense matrix: pass --format dense to convert {src!r} as one "
+                       "(or --format triplets without them).")
     from .sparse import _given_triplet_options
 
     if args.format is None and not _given_triplet_options(args):
         _refuse_a_table_read_either_way(src)
     from .sparse import convert_triplet_file
 
-    args.format = "triplets"  # the default for a text file: its triplet options apply
+    args.format = "triplets"  # a parquet file, or a text file given a triplet option
     return convert_triplet_file(args)
 
 
