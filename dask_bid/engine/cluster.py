@@ -327,7 +327,6 @@ def check_script_guard():
     tracebacks). A notebook, the REPL and ``python -c`` have no script to import again,
     and a call under the guard, or from a function called under it, is not at issue.
     """
-    import os
     import sys
 
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)

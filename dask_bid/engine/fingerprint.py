@@ -98,7 +98,7 @@ class StoreWatch:
     ETag (a digest of its bytes; the modification time where a store gives none), one
     listing of the store per check (a request per 1,000 objects). Where it cannot be listed
     (credentials that may read the objects but not list them, plain HTTP), the fit runs
-    unwatched, with a logged warning."""
+    unwatched, with a RuntimeWarning; an in-memory store of this process is not watched."""
 
     def __init__(self, path, storage_options=None):
         p = None if path is None else local_path(str(path))

@@ -613,7 +613,7 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
             try:
                 return run.run()
             finally:
-                if getattr(run, "reading", None) is not None:  # the input, let go
+                if run.reading is not None:  # the input, let go
                     with contextlib.suppress(OSError):
                         os.close(run.reading)
 
@@ -654,6 +654,8 @@ class _Fit:
         self.every, self.callback, self.initial_columns = (checkpoint_every, callback,
                                                            initial_columns)
         self.stored_checksum = None
+        # the descriptor holding the input store for reading while run() runs (lock.py)
+        self.reading = None
         self.restart_chains = False
         # n_iter that sizes the automatic settings (that of the first run of the chains)
         self.settings_n_iter = None
@@ -673,7 +675,6 @@ class _Fit:
         group, src, out = self.group, self.src, self.out
         scale = 0
         # the input store's files, watched from here to the end (engine/fingerprint.py)
-        self.reading = None
         self.watch = StoreWatch(src.path if src.kind in ("zarr", "sparse") else None,
                                 self.storage_options).start()
         # held for reading while the fit runs: no conversion replaces it under the fit

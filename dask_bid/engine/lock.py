@@ -93,9 +93,8 @@ def describe(lease) -> str:
 def _flock_free(path):
     """Whether no process holds the ``flock`` of lease file ``path`` (True), one does
     (False), or it cannot be told (None: no ``flock`` here or on that file system)."""
-    try:
-        import fcntl
-    except ImportError:
+    fcntl = fcntl_module()
+    if fcntl is None:
         return None
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -158,10 +157,7 @@ class OutputLock:
     def acquire(self):
         if self.path is None:
             return self
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: the lease alone (pid, heartbeat) guards the output
-            fcntl = None
+        fcntl = fcntl_module()  # None where not POSIX: the lease alone (pid, heartbeat)
         for _ in range(20):
             try:
                 self._made = _missing_dirs(os.path.dirname(self.path)) or self._made
@@ -283,14 +279,12 @@ def hold_for_reading(store):
     (:func:`refuse_if_read`): it rewrote the store under a running fit, which then failed
     ("the input changed while the fit read it"), its run lost. Reading a file and locking
     it writes nothing to it."""
-    if fcntl_module() is None or "://" in os.fspath(store):
+    fcntl = fcntl_module()
+    fd = None if fcntl is None else _open_meta(store)
+    if fd is None:
         return None
     try:
-        fd = os.open(os.path.join(os.fspath(store), "zarr.json"), os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        fcntl_module().flock(fd, fcntl_module().LOCK_SH | fcntl_module().LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:  # a conversion holds it: it refuses its own replacement first
         os.close(fd)
         return None
@@ -301,11 +295,8 @@ def refuse_if_read(store, what="convert it again"):
     """Refuse (``OutputLockedError``) to replace a store another process's fit reads
     (see :func:`hold_for_reading`)."""
     fcntl = fcntl_module()
-    if fcntl is None or "://" in os.fspath(store):
-        return
-    try:
-        fd = os.open(os.path.join(os.fspath(store), "zarr.json"), os.O_RDONLY)
-    except OSError:
+    fd = None if fcntl is None else _open_meta(store)
+    if fd is None:
         return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -318,6 +309,17 @@ def refuse_if_read(store, what="convert it again"):
         pass
     finally:
         os.close(fd)
+
+
+def _open_meta(store):
+    """A read-only descriptor of a local store's ``zarr.json``, or None (a URL, no such
+    file)."""
+    if "://" in os.fspath(store):
+        return None
+    try:
+        return os.open(os.path.join(os.fspath(store), "zarr.json"), os.O_RDONLY)
+    except OSError:
+        return None
 
 
 def fcntl_module():

@@ -936,7 +936,7 @@ class _ResultC:
                 "memory; A[:, columns_] gives C from the input.")
         if run != self.run:
             raise ResultReplacedError(
-                f"the result at {self.path.rsplit('/', 1)[0]!r} was written by another fit "
+                f"the result at {group!r} was written by another fit "
                 "after this result was read (overwrite, or a resume that extended it): its "
                 "C is no longer this result's. Read it again: "
                 "dask_bid.open_result(path) (or read_result).")

@@ -107,7 +107,7 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
         Text files: whether line 1 is a header (``--header``).
     hold : bool
         Hold the store for reading until the command ends (``fit``): no other process
-        converts it again meanwhile (:func:`hold_for_reading`).
+        converts it again meanwhile (:func:`hold_for_command`).
 
     Returns
     -------
@@ -120,7 +120,7 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
         out = _convert(src, dst, quiet=quiet, overwrite=overwrite, chunks=chunks,
                        fill_missing=fill_missing, row_labels=row_labels, header=header)
         if hold:
-            hold_for_reading(dst)  # before the lock goes: no conversion in between
+            hold_for_command(dst)  # before the lock goes: no conversion in between
         return out
 
 
@@ -128,12 +128,12 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
 _HELD = []
 
 
-def hold_for_reading(store):
+def hold_for_command(store):
     """Hold the converted store for reading until the command ends (:func:`release_held`):
-    no other process converts it again under the fit (engine/lock.py)."""
-    from ...engine.lock import hold_for_reading as hold
+    no other process converts it again under the fit (engine/lock.py: hold_for_reading)."""
+    from ...engine.lock import hold_for_reading
 
-    fd = hold(store)
+    fd = hold_for_reading(store)
     if fd is not None:
         _HELD.append(fd)
 
@@ -145,11 +145,6 @@ def release_held():
         with contextlib.suppress(OSError):
             os.close(_HELD.pop())
 
-
-def refuse_if_read(store, what="convert it again"):
-    from ...engine.lock import refuse_if_read as refuse
-
-    refuse(store, what)
 
 
 @contextlib.contextmanager
@@ -241,6 +236,8 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
             from ...engine.zarr_io import check_replaceable_array
 
             check_replaceable_array(dst)
+            from ...engine.lock import refuse_if_read
+
             refuse_if_read(dst)
     if suffix == ".npy":
         arr = open_npy(src)

@@ -307,11 +307,11 @@ def run(args):
         _missing_of_a_converted_store(args, params, src)
     masked = params.get("missing") == "mask"
     if args.format == "triplets":  # parameters first: the conversion reads the file twice
-        shape = getattr(args, "shape", None)
-        _validate_early(args.k, params, None if shape is None else shape[1],
+        given = args.shape  # --shape gives M and N: K checked before the conversion
+        _validate_early(args.k, params, None if given is None else given[1],
                         resume_at=out if args.resume else None)
-        if shape is not None:  # --shape gives M: K > M said before the conversion
-            _refuse_k_above_rows(args.k, shape[0])
+        if given is not None:
+            _refuse_k_above_rows(args.k, given[0])
     # a triplet file (converted once) or a sparse store: cli/sparse.py
     sparse_src = sparse_input(args, out, masked, args.quiet)
     if sparse_src is not None:

@@ -109,7 +109,7 @@ def sparse_input(args, out, masked, quiet):
     store is fitted as it is. Both are fitted with ``--missing mask``, chosen when
     ``--missing`` is not given.
     """
-    from .convert import conversion_lock, converted_path, hold_for_reading
+    from .convert import conversion_lock, converted_path, hold_for_command
 
     check_sparse_options(args)
     src = args.input
@@ -131,7 +131,7 @@ def sparse_input(args, out, masked, quiet):
     # fits started side by side on one file wait for the first conversion (convert.py)
     with conversion_lock(dst, quiet):
         out = _convert_triplets_once(src, dst, args, quiet)
-        hold_for_reading(dst)  # the fit reads it: no conversion under it (convert.py)
+        hold_for_command(dst)  # the fit reads it: no conversion under it (convert.py)
         return out
 
 
@@ -152,10 +152,9 @@ def _convert_triplets_once(src, dst, args, quiet):
     from ..sparse_io import convert_triplets
 
     _refuse_another_conversion(dst, src, args)
-    if os.path.exists(dst):
-        from .convert import refuse_if_read
+    from ...engine.lock import refuse_if_read
 
-        refuse_if_read(dst)
+    refuse_if_read(dst)  # a store a fit reads (none there, or unread: passes)
     overwrite = args.overwrite or _ours(dst, src)
     res = convert_triplets(src, dst, overwrite=overwrite, quiet=quiet, **_triplet_kw(args))
     _check_empty_columns(dst, src, args, made=True)
@@ -321,10 +320,9 @@ def convert_triplet_file(args):
         if not args.quiet:
             print(f"reusing {dst} (already converted from {src})", file=sys.stderr)
         return 0
-    if os.path.exists(dst):
-        from .convert import refuse_if_read
+    from ...engine.lock import refuse_if_read
 
-        refuse_if_read(dst)
+    refuse_if_read(dst)  # a store a fit reads (none there, or unread: passes)
     res = convert_triplets(src, dst, overwrite=args.overwrite, quiet=args.quiet,
                            **_triplet_kw(args))
     _check_empty_columns(dst, src, args, made=True)
