@@ -76,8 +76,9 @@ class SchedulerUnreachableError(DaskBidError, ConnectionError):
     """The Dask scheduler address did not answer within the timeout."""
 
 
-class NotFittedError(DaskBidError, AttributeError):
-    """The estimator was used before ``fit``."""
+class NotFittedError(DaskBidError, ValueError, AttributeError):
+    """The estimator was used before ``fit``. A ValueError and an AttributeError, as
+    scikit-learn's ``NotFittedError`` is (``except ValueError`` catches both)."""
 
 
 class InputChangedError(DaskBidError, ValueError):

@@ -37,17 +37,21 @@ def low_rank(seed, noise=0.01, m=M, n=N, k=K):
 
 
 @contextlib.contextmanager
-def strict():
+def strict(expected=None):
+    """Warnings as errors, but ``expected`` (a message's start) is let through to the
+    test's ``pytest.warns``."""
     with warnings.catch_warnings(), np.errstate(over="raise", divide="raise", invalid="raise"):
         warnings.simplefilter("error")
         # these chains are short on purpose: their convergence is not what is tested
         warnings.simplefilter("ignore", ConvergenceWarning)
+        if expected:
+            warnings.filterwarnings("always", message=expected)
         yield
 
 
-def fit(A, k=K, **kw):
+def fit(A, k=K, expected_warning=None, **kw):
     params = {**FAST, "random_state": 3, **kw}
-    with strict():
+    with strict(expected_warning):
         return BayesianID(k, **params).fit(A)
 
 
@@ -152,10 +156,16 @@ def test_chain_started_on_a_zero_column_leaves_it(proposal_init):
     assert 4 not in est.columns_
 
 
+DEFICIENT = "the reported basis is numerically rank deficient"
+
+
 def test_all_zero_matrix():
     """SSE = 0 for any (J, W): the fit is exact, sigma^2 is its prior's posterior."""
     A = np.zeros((M, N))
-    est = fit_checked(A, init="random")
+    # a random start computes no rank: the reported basis (of zero columns) is checked
+    with pytest.warns(UserWarning, match=r"reported basis is numerically rank deficient "
+                      r"\(rank 0 < n_components=3\)"):
+        est = fit_checked(A, init="random", expected_warning=DEFICIENT)
     assert est.mse_ == 0.0
     assert (est.result_.draws_sse == 0).all()
     assert est.sigma2_ == pytest.approx(1.0 / (M * N / 2 + 0.1 - 1), rel=0.1)
@@ -219,9 +229,14 @@ def test_plain_sampler_started_on_two_copies_is_finite_and_bounded():
     sampler, not a numerical one). The run is still finite, bounded, and its SSE is that
     of the rank-2 basis it holds."""
     A, groups = duplicated(1)
-    est = fit_checked(A, init=[1, 9, 3], sampler="plain", n_iter=150)
+    # (it stays: the reported basis of rank 2 is said to be rank deficient)
+    with pytest.warns(UserWarning, match=r"reported basis is numerically rank deficient "
+                      r"\(rank 2 < n_components=3\)"):
+        est = fit_checked(A, init=[1, 9, 3], sampler="plain", n_iter=150,
+                          expected_warning=DEFICIENT)
     C = A[:, est.columns_]
     rank = np.linalg.matrix_rank(C)
+    assert rank == 2
     # the best any W can do with this basis: the least-squares residual of its span
     floor = np.mean((A - C @ np.linalg.lstsq(C, A, rcond=None)[0]) ** 2)
     assert est.mse_ >= floor * (1 - 1e-9)
@@ -254,6 +269,27 @@ def test_rank_deficient_from_the_default_start_is_finite_and_bounded(init):
     A = low_rank(4, noise=0.0)
     est = fit_checked(A, init=init, beta_sigma=1e-12)
     assert est.mse_ < np.mean(A**2)
+
+
+@pytest.mark.parametrize("engine", [False, True], ids=["memory", "engine"])
+@pytest.mark.parametrize("init", ["random", "given"])
+def test_a_rank_deficient_reported_basis_warns_whatever_the_start(init, engine):
+    """Only the pivoted-QR / sketch start tested the rank, so a random or given start
+    reported a basis of rank 3 < K = 5 without a word; a full-rank matrix gives none."""
+    A = low_rank(6, noise=0.0)
+    start = "random" if init == "random" else [0, 1, 2, 3, 4]
+    kw = dict(n_iter=30, burn_in=10, random_state=0, init=start)
+    fit_kw = {"client": "synchronous"} if engine else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with pytest.warns(UserWarning, match=r"reported basis is numerically rank deficient "
+                          r"\(rank 3 < n_components=5\)"):
+            est = BayesianID(K + 2, **kw).fit(A, **fit_kw)
+        assert np.linalg.matrix_rank(A[:, est.columns_]) == K
+        full = A + 0.01 * np.random.default_rng(1).standard_normal(A.shape)
+        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)  # (a UserWarning)
+        BayesianID(K + 2, **kw).fit(full, **fit_kw)
 
 
 def _copies(scale):

@@ -115,6 +115,20 @@ def test_same_seed_same_chain_different_seed_differs(data):
     assert not np.array_equal(a.trace_["sigma2"], c.trace_["sigma2"])
 
 
+def test_spawned_seed_sequences_give_independent_chains(data):
+    """Children of SeedSequence.spawn share their parent's entropy; their spawn keys make
+    them other streams (numpy's way to seed parallel runs), so they must fit apart, and
+    a child's recorded entropy repeats its own fit."""
+    parent = np.random.SeedSequence(123)
+    kids = parent.spawn(2)
+    fits = [BayesianID(3, random_state=s, **FAST).fit(data) for s in (parent, *kids)]
+    sig = [f.trace_["sigma2"] for f in fits]
+    assert not np.array_equal(sig[0], sig[1]) and not np.array_equal(sig[1], sig[2])
+    assert fits[0].result_.params["entropy"] == str(123)
+    again = BayesianID(3, random_state=int(fits[1].result_.params["entropy"]), **FAST).fit(data)
+    assert_same_trace(fits[1].trace_, again.trace_)
+
+
 def test_seed_independent_of_thread_count_and_block_layout_choice(data):
     # same block layout, one thread vs two: same chain
     a = BayesianID(3, random_state=3, block_size=7, n_threads=1, **FAST).fit(data)
@@ -474,6 +488,31 @@ def test_a_search_result_is_not_judged_in_its_repr(data, sampler):
         warnings.simplefilter("ignore")
         res = bayesian_id(data, 3, random_state=5, sampler=sampler, **FAST)
     assert f", convergence not judged ({sampler} sampler), " in repr(res), repr(res)
+
+
+def test_a_tempered_chain_is_not_judged(data, tmp_path, capsys):
+    """temperature != 1 changes the target (the chain samples no posterior): its
+    ConvergenceWarning said "not yet posterior summaries; run longer", which running
+    longer never mends. Not judged, as the searches: no warning, the repr and info say
+    so, with no sigma2 credible interval."""
+    from dask_bid import ConvergenceWarning
+    from dask_bid.interface.cli import main
+
+    kw = dict(random_state=5, n_iter=12, burn_in=4, thin=1)
+    with pytest.warns(ConvergenceWarning):  # the same short chain at temperature 1
+        bayesian_id(data, 3, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        res = bayesian_id(data, 3, temperature=0.5, out=str(tmp_path / "t.zarr"),
+                          client="synchronous", **kw)
+    assert ", convergence not judged (temperature 0.5), " in repr(res), repr(res)
+    assert main(["info", str(tmp_path / "t.zarr")]) == 0
+    out = capsys.readouterr().out
+    check = [ln for ln in out.splitlines() if ln.startswith("  check  ")]
+    assert len(check) == 1 and check[0].endswith(
+        "not judged: a chain whose swaps run at a temperature other than 1 targets no "
+        "posterior"), out
+    assert "credible" not in out and "90% of the draws" not in out
 
 
 def test_a_refit_of_an_opened_result_keeps_nothing_of_its_store(tmp_path):

@@ -169,6 +169,30 @@ def test_score_with_missing_mask_is_over_observed_entries(A):
         BayesianID(3, **TINY).fit(A).score(A, mask=np.ones(A.shape, bool))
 
 
+def test_masked_inverse_transform_counts_nan_as_zero_like_the_fit_and_score(A):
+    """A missing entry of a basis column counts as 0 in the fit and in score;
+    inverse_transform(transform(X)) made each such row all NaN (no imputation)."""
+    X = A.copy()
+    X[np.random.default_rng(1).random(X.shape) < 0.1] = np.nan
+    est = BayesianID(3, missing="mask", **FAST).fit(X)
+    C = est.transform(X)
+    assert np.isnan(C).any()
+    X0 = np.where(np.isnan(X), 0.0, X)
+    want = X0[:, est.columns_] @ est.components_
+    got = est.inverse_transform(C)
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    obs = ~np.isnan(X)
+    assert np.mean((X0 - got)[obs] ** 2) == pytest.approx(-est.score(X), rel=1e-12)
+    lazy = est.inverse_transform(da.from_array(C, chunks=(25, 3)))
+    np.testing.assert_allclose(lazy.compute(), want, rtol=0, atol=1e-12)
+    # a missing='zero' model's C has no NaN (refused by transform); its reconstruction is
+    # the plain product
+    plain = BayesianID(3, **FAST).fit(X0)
+    np.testing.assert_array_equal(plain.inverse_transform(X0[:, plain.columns_]),
+                                  X0[:, plain.columns_] @ plain.components_)
+
+
 def test_nan_is_refused_by_transform_and_score_unless_masked(A):
     est = BayesianID(3, **TINY).fit(A)
     X = A.copy()
@@ -272,6 +296,38 @@ def test_feature_names_from_a_dataframe(A):
     assert list(pipe.get_feature_names_out()) == [cols[j] for j in pipe[-1].columns_]
 
 
+def test_names_on_one_side_only_warn_and_mixed_names_are_refused(A, tmp_path):
+    """As scikit-learn: fitted with names and given none (or the reverse), transform and
+    score warn (a Pipeline's set_output then labels x8, x11, ... without a word); column
+    names mixing strings and numbers are refused (they were dropped without a word)."""
+    pd = pytest.importorskip("pandas")
+    from dask_bid._errors import NotFittedError
+
+    cols = [f"gene_{j}" for j in range(A.shape[1])]
+    df = pd.DataFrame(A, columns=cols)
+    for est in (BayesianID(3, **TINY), RandomizedID(3, method="cpqr")):
+        est.fit(df)
+        for method in (est.transform, est.score):
+            with pytest.warns(UserWarning, match="^X does not have valid feature names, "
+                              f"but {type(est).__name__} was fitted with feature names$"):
+                method(A)
+        est.fit(A)
+        with pytest.warns(UserWarning, match="^X has feature names, but "
+                          f"{type(est).__name__} was fitted without feature names$"):
+            est.transform(df)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            est.transform(A)  # names on neither side, and a store's: no warning
+            zarr.create_array(str(tmp_path / f"{type(est).__name__}.zarr"), data=A)
+            est.transform(zarr.open_array(str(tmp_path / f"{type(est).__name__}.zarr")))
+        mixed = pd.DataFrame(A, columns=[*cols[:-1], 7])
+        with pytest.raises(TypeError, match=r"mix strings with other types \(int, str\)"):
+            type(est)(3).fit(mixed)
+        with pytest.raises(ValueError, match="not fitted"):  # as scikit-learn's
+            type(est)(3).transform(A)
+    assert issubclass(NotFittedError, AttributeError)
+
+
 @pytest.mark.parametrize("make", [lambda: BayesianID(3, **TINY),
                                   lambda: RandomizedID(3, method="cpqr")],
                          ids=["bid", "rid"])
@@ -292,7 +348,8 @@ def test_set_output_pandas_gives_the_index_and_the_selected_names(A, make, tmp_p
     assert isinstance(out, pd.DataFrame) and list(out.index) == rows
     assert list(out.columns) == [cols[j] for j in est.columns_]
     np.testing.assert_array_equal(out.to_numpy(), A[:, est.columns_])
-    plain = est.transform(A)  # an array has no index; the names are the fit's
+    with pytest.warns(UserWarning, match="X does not have valid feature names"):
+        plain = est.transform(A)  # an array has no index; the names are the fit's
     assert list(plain.index) == list(range(A.shape[0]))
     assert list(plain.columns) == [cols[j] for j in est.columns_]
     assert clone(est)._sklearn_output_config == {"transform": "pandas"}
@@ -305,7 +362,8 @@ def test_set_output_pandas_gives_the_index_and_the_selected_names(A, make, tmp_p
     fresh = make().fit(A)
     assert isinstance(fresh.transform(A), np.ndarray)
     with sklearn.config_context(transform_output="pandas"):
-        assert isinstance(fresh.transform(df), pd.DataFrame)
+        with pytest.warns(UserWarning, match="X has feature names, but"):
+            assert isinstance(fresh.transform(df), pd.DataFrame)
     pipe = make_pipeline(StandardScaler(), make()).set_output(transform="pandas")
     piped = pipe.fit_transform(df)
     assert list(piped.index) == rows and list(piped.columns) == [cols[j]

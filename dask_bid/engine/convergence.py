@@ -187,7 +187,8 @@ def ess_tail(x, prob=(0.05, 0.95)) -> float:
 
 
 class Convergence(NamedTuple):
-    """R-hat and bulk ESS of the retained sigma^2 and SSE draws, and the verdict."""
+    """R-hat and bulk ESS of the retained sigma^2 and SSE draws, and the verdict.
+    ``n_draws`` is the retained draws of one chain."""
     n_chains: int
     n_draws: int
     r_hat_sigma2: float

@@ -134,10 +134,12 @@ class BIDResult:
         mse = f"mse={self.mse:.6g}"
         if self.mse_observed is not None:
             mse += f", mse_observed={self.mse_observed:.6g}"
-        from .summary import EXACT_SAMPLERS
+        from .summary import EXACT_SAMPLERS, judged_sampler
 
-        sampler = stored_sampler(p)
-        if sampler not in EXACT_SAMPLERS:  # no known target to converge to
+        sampler = judged_sampler(p)
+        if sampler == "tempered":  # no known target to converge to
+            check = f"convergence not judged (temperature {p.get('temperature')})"
+        elif sampler not in EXACT_SAMPLERS:
             check = f"convergence not judged ({sampler} sampler)"
         else:
             try:

@@ -16,6 +16,7 @@ from .result import TRACE_DTYPE, BIDResult
 __all__ = ["chain_config", "summarise", "versions", "SAMPLER_MOVES", "n_tries_for",
            "n_candidates_for", "candidate_row_bytes", "cluster_memory", "candidate_memory",
            "pool_for", "POOL_MIN_COLUMNS", "POOL_SIZE", "POOL_DRAWS", "EXACT_SAMPLERS",
+           "judged_sampler",
            "failed_convergence"]
 
 #: the samplers whose chains target the posterior p(J, W, sigma^2 | A); a fit of one of
@@ -23,11 +24,25 @@ __all__ = ["chain_config", "summarise", "versions", "SAMPLER_MOVES", "n_tries_fo
 EXACT_SAMPLERS = ("collapsed", "plain")
 
 
+def judged_sampler(params) -> str:
+    """The sampler of stored parameters as the convergence check sees it: the sampler
+    (:func:`dask_bid.engine.result.stored_sampler`), or ``"tempered"`` for an exact
+    sampler run at a ``temperature`` other than 1, whose swaps then target no posterior:
+    like the searches', its chains have nothing to converge to, so they are not judged."""
+    from .result import stored_sampler
+
+    sampler = stored_sampler(params)
+    t = params.get("temperature", 1.0)
+    if sampler in EXACT_SAMPLERS and t is not None and float(t) != 1.0:
+        return "tempered"
+    return sampler
+
+
 def failed_convergence(res):
     """The ``Convergence`` of a fit of an exact sampler whose chains failed the check;
-    None when they passed, or for the searches (their R-hat describes the search,
-    docs/model.md)."""
-    if res.params.get("sampler") not in EXACT_SAMPLERS:
+    None when they passed, or for the searches and tempered chains (their R-hat
+    describes no posterior, docs/model.md)."""
+    if judged_sampler(res.params) not in EXACT_SAMPLERS:
         return None
     conv = res.convergence()
     return None if conv.converged else conv
@@ -280,6 +295,18 @@ def _traced_draws(backends, key, n_keep, K, trace_cols):
     return {"columns": np.asarray(trace_cols, dtype=np.int64), "values": vals}
 
 
+def _warn_if_rank_deficient(G, M, K):
+    """Warn when C (whose Gram is ``G``) is numerically rank deficient: an eigenvalue of
+    G below M eps times its largest (G's own rounding error is of order eps ||C||^2)."""
+    ev = np.linalg.eigvalsh(G)
+    tol = max(M, K) * np.finfo(float).eps * max(float(ev[-1]), 0.0)
+    rank = int(np.count_nonzero(ev > tol))
+    if rank < K:
+        warn(f"the reported basis is numerically rank deficient (rank {rank} < "
+             f"n_components={K}): its W is not unique (the minimum-norm fit is reported). "
+             "Choose a smaller n_components.", UserWarning)
+
+
 def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=None):
     """Point estimate and summaries of finished chains (see ``bayesian_id``'s Notes).
 
@@ -333,6 +360,11 @@ def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=Non
     W[:, cols] = np.eye(K)
     sd[:, cols] = 0.0
     held = bool(n_refine) or p.get("w_estimate") in ("map", "lstsq")
+    if held and not (isinstance(p["init"], str) and p["init"] != "random"):
+        # the pivoted QR or sketch start warns when every basis of K columns is rank
+        # deficient; a random or given start computes neither, so the reported basis is
+        # checked itself (its Gram, which the blocks hold for it: one round trip)
+        _warn_if_rank_deficient(backends[0].gram(cols), M, K)
     sse_all, sse_obs = sse_fn(cols, W, held)
     trace = np.empty((len(outputs), p["n_iter"]), dtype=TRACE_DTYPE)
     for c, o in enumerate(outputs):

@@ -17,6 +17,7 @@ import os
 import numpy as np
 
 from .._errors import InputDTypeError, InputShapeError
+from .._warn import warn
 
 __all__ = ["refuse_sparse", "feature_names", "sample_names", "set_feature_names", "check_features",
            "feature_names_out", "estimator_tags", "n_features_message", "reconstruction_mse",
@@ -128,8 +129,19 @@ def _frame_labels(A, axis):
 
 
 def feature_names(A):
-    """Column names of a pandas-like ``A`` (all strings) as an object array, else None."""
-    return _frame_labels(A, "columns")
+    """Column names of a pandas-like ``A`` (all strings) as an object array, else None;
+    names of mixed types (strings and others) are refused, as scikit-learn refuses them
+    (they were dropped without a word)."""
+    names = _frame_labels(A, "columns")
+    if names is None and hasattr(A, "iloc") and getattr(A, "columns", None) is not None:
+        kinds = {type(n) for n in A.columns}
+        if str in kinds and len(kinds) > 1:
+            shown = ", ".join(sorted(t.__name__ for t in kinds))
+            raise TypeError(
+                f"the column names of X mix strings with other types ({shown}); feature "
+                "names are kept only when all are strings: convert them with "
+                "X.columns = X.columns.astype(str), or drop them.")
+    return names
 
 
 def sample_names(A):
@@ -182,10 +194,23 @@ def check_features(est, A, n_got=None):
         if len(shape) != 2:
             return
         n_got = int(shape[1])
+        first = True  # the call on A as given (the second one has its column count)
+    else:
+        first = False
     if n_got != est.n_features_in_:
         raise InputShapeError(n_features_message(name, n_got, est.n_features_in_))
     fitted = getattr(est, "feature_names_in_", None)
     names = feature_names(A)
+    if first and (fitted is None) != (names is None) and not type(A).__module__.startswith(
+            "zarr"):
+        # scikit-learn's warnings, word for word: names given on one side only (a store
+        # or path carries its names in its own metadata: not judged here)
+        if names is None:
+            warn(f"X does not have valid feature names, but {name} was fitted with feature "
+                 "names", UserWarning)
+        else:
+            warn(f"X has feature names, but {name} was fitted without feature names",
+                 UserWarning)
     if fitted is not None and names is not None and not np.array_equal(names, fitted):
         bad = [f"{a!r} != {b!r}" for a, b in zip(names, fitted, strict=True) if a != b][:3]
         raise InputShapeError(
@@ -238,9 +263,13 @@ def estimator_tags(*, allow_nan=False, sparse=False):
     )
 
 
-def reconstruct(C, W):
+def reconstruct(C, W, *, masked=False):
     """``C @ W`` for ``inverse_transform``: ``C`` (M x K) numpy (numpy result) or dask /
-    Zarr / path (a lazy dask result), refused unless it is 2-D with W's K columns."""
+    Zarr / path (a lazy dask result), refused unless it is 2-D with W's K columns.
+
+    ``masked`` (a ``missing="mask"`` model): NaN in ``C`` is a missing entry and counts
+    as 0, as in the fit and in ``score``, so a row missing one basis entry is still
+    reconstructed (filled), not turned into a row of NaN."""
     from ..engine.inputs import open_zarr_array
 
     K = W.shape[0]
@@ -261,6 +290,9 @@ def reconstruct(C, W):
         )
     if is_dask:
         C = C.rechunk({1: -1}).astype(np.float64)
+    if masked:
+        C = C.map_blocks(np.nan_to_num, nan=0.0, posinf=np.inf, neginf=-np.inf) if is_dask \
+            else np.where(np.isnan(C), 0.0, C)
     return C @ W
 
 

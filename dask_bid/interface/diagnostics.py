@@ -76,7 +76,8 @@ def summary(result, *, var_names=None, method="rank"):
     pandas.DataFrame
         One row per quantity (``sigma2``, ``mse``, ``W[row, col]`` with the column
         indices of A), columns ``mean``, ``sd``, ``ess_bulk``, ``ess_tail``, ``r_hat``,
-        ``n_chains`` and ``n_draws``. R-hat and ESS come from ``arviz.rhat`` and
+        ``n_chains`` and ``n_draws`` (all chains together; ``Convergence.n_draws`` is
+        per chain). R-hat and ESS come from ``arviz.rhat`` and
         ``arviz.ess`` over the retained draws.
 
     Notes

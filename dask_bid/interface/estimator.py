@@ -162,7 +162,8 @@ class BayesianID:
         How the basis J is reported; see Notes.
     temperature : float, default=1.0
         Swap acceptance uses log-odds / temperature (1 = the paper). Any other value
-        changes the target: the chain then samples no posterior.
+        changes the target: the chain then samples no posterior, and its convergence is
+        not judged (no ``ConvergenceWarning``; the repr says "not judged").
     n_chains : int, default=1
         Independent chains, each from its own starting basis (with ``init="random"``) and
         random stream; several are needed for split R-hat, and chains that disagree show
@@ -234,9 +235,11 @@ class BayesianID:
     random_state : None, int, SeedSequence, Generator or RandomState
         The same seed and block layout (``block_size``) give the same chains bit for bit,
         whatever runs them (any number of threads, the synchronous scheduler, any
-        cluster, a resumed run). The default layouts of a fit in memory and of one on the
-        Dask engine differ (see ``block_size``): with the same seed they give different
-        chains, alike in distribution, unless ``block_size`` is given. A Generator or a
+        cluster, a resumed run). The children of ``SeedSequence.spawn`` give independent
+        chains (the spawn key counts, not only the shared entropy). The default layouts
+        of a fit in memory and of one on the Dask engine differ (see ``block_size``):
+        with the same seed they give different chains, alike in distribution, unless
+        ``block_size`` is given. A Generator or a
         legacy RandomState is drawn from once for the seed. With None, the entropy used
         is stored in ``result_.params["entropy"]`` (and in ``out``), so any fit can be
         reproduced: it is a decimal string (JSON holds no 128-bit integer), so pass
@@ -249,7 +252,12 @@ class BayesianID:
     components_ : (K, N) ndarray
         W, with W[:, columns_] = I and max |W| <= bound.
     components_sd_ : (K, N) ndarray
-        Posterior standard deviation of W for the reported basis.
+        Posterior standard deviation of W for the reported basis: a Monte Carlo
+        estimate from the ``refine_sweeps`` sweeps (of the chain's retained draws in that
+        basis when 0). From n draws an sd is estimated to about 1/sqrt(2 n) relative
+        error at best (16 % for the default 20; more, as successive sweeps are
+        correlated): a rough scale, not an interval. Raise ``refine_sweeps`` for a closer
+        one; ``w_intervals`` gives quantiles from the chain's draws for the traced columns.
     sigma2_ : float
         Posterior mean of the noise variance.
     inclusion_probability_ : (N,) ndarray
@@ -470,9 +478,12 @@ class BayesianID:
 
         ``C`` (M x K, what ``transform`` returns) may be numpy (numpy result) or dask /
         Zarr / path (a lazy dask result); another shape is refused (``InputShapeError``).
+        With ``missing="mask"``, NaN in ``C`` (a missing entry of a basis column) counts
+        as 0, as in the fit and in ``score``: every entry of the result is then a
+        reconstruction, the missing ones of A included (an imputation).
         """
         self._check_fitted()
-        return reconstruct(C, self.components_)
+        return reconstruct(C, self.components_, masked=str(self.missing).lower() == "mask")
 
     def fit_transform(self, A, y=None, **fit_kwargs):
         """``fit(A)`` then ``transform(A)``."""

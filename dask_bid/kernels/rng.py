@@ -21,7 +21,14 @@ CLIENT, SWEEP, SWEEP2, PRIOR, CANDIDATES, INIT, SLOT, ANNEAL, PIVOT, POOL, REDRA
 def root_entropy(random_state) -> int:
     """A 128-bit integer entropy from ``random_state`` (None, int, SeedSequence, Generator)."""
     if isinstance(random_state, np.random.SeedSequence):
-        return int(random_state.entropy)
+        if (isinstance(random_state.entropy, (int, np.integer)) and not random_state.spawn_key
+                and random_state.pool_size == 4):
+            return int(random_state.entropy)
+        # a spawned child (``ss.spawn(n)``) shares its parent's entropy: its spawn key is
+        # what makes it another stream, so the root is drawn from the child's own state
+        # (as is a sequence entropy's, which int() cannot hold)
+        words = random_state.generate_state(4, np.uint32)
+        return int(sum(int(w) << (32 * i) for i, w in enumerate(words)))
     if isinstance(random_state, np.random.Generator):
         return int(random_state.integers(0, 2**63 - 1)) << 64 | int(
             random_state.integers(0, 2**63 - 1)

@@ -479,9 +479,9 @@ def rerun_command(argv, n_iter) -> str:
 def _continue_line(res, argv, n_iter):
     """For an exact sampler's fit that failed the convergence check: the command that
     runs its chains on to twice the iterations (docs/cli.md, "Resume")."""
-    from ...engine.summary import EXACT_SAMPLERS
+    from ...engine.summary import EXACT_SAMPLERS, judged_sampler
 
-    if (not argv or res.params.get("sampler") not in EXACT_SAMPLERS
+    if (not argv or judged_sampler(res.params) not in EXACT_SAMPLERS
             or res.convergence().converged):
         return None
     if any(_is_flag(a, "--no-final-state", "--no") for a in argv):

@@ -249,10 +249,11 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
     with contextlib.suppress(Exception):  # and the share of accepted swaps
         info["accepted"] = float(np.mean(node["traces"]["accepted"][...]))
     with contextlib.suppress(Exception):  # from the retained draws (n_chains x n_keep)
+        from ...engine.summary import judged_sampler
         from .report import sigma2_interval90
 
         interval = sigma2_interval90(node["draws"]["sigma2"][...],
-                                     (meta.get("params") or {}).get("sampler"))
+                                     judged_sampler(meta.get("params") or {}))
         if interval is not None:
             info["sigma2_interval_90"] = interval
     if (meta.get("summary") or {}).get("n_draws_point") == 0:
@@ -443,10 +444,11 @@ def info_lines(info) -> list[str]:
                 lines.append(info["unvisited"])
             if s.get("convergence"):  # results written before it have none
                 from ...engine.convergence import Convergence
+                from ...engine.summary import judged_sampler
                 from .report import convergence_line
 
                 lines.append(convergence_line(Convergence.from_dict(s["convergence"]),
-                                              p.get("sampler"), label="  check      "))
+                                              judged_sampler(p), label="  check      "))
             lines.append(f"  time       {_seconds(s.get('elapsed'))} s sampling, summed over the "
                          "chains")
         other = {k: v for k, v in p.items() if k not in (
@@ -483,12 +485,12 @@ def run(args):
             else info
         conv = (shown.get("summary") or {}).get("convergence")
         if isinstance(conv, dict):
-            from ...engine.summary import EXACT_SAMPLERS
+            from ...engine.summary import EXACT_SAMPLERS, judged_sampler
 
-            # "converged" of a search sampler is thresholds met, not a verdict (the text
-            # says "not judged"): a reader of the JSON is told the same
+            # "converged" of a search sampler (or a tempered chain) is thresholds met,
+            # not a verdict (the text says "not judged"): a reader of the JSON is told
             shown["summary"] = dict(shown["summary"], convergence=dict(
-                conv, judged=sampler_label(info.get("params") or {}) in EXACT_SAMPLERS))
+                conv, judged=judged_sampler(info.get("params") or {}) in EXACT_SAMPLERS))
         print(json.dumps(_json_safe(shown), indent=2, default=str, allow_nan=False))
         return 0
     lines = info_lines(info)

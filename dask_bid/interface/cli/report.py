@@ -43,7 +43,10 @@ def convergence_line(conv, sampler, label="convergence  ") -> str:
     if c.converged and c.n_chains < 2:
         # one chain cannot show that chains from other starts would end elsewhere
         verdict = "passed (ESS only: --resume --n-chains 4 adds chains to compare)"
-    if sampler not in EXACT_SAMPLERS:
+    if sampler == "tempered":
+        verdict = ("not judged: a chain whose swaps run at a temperature other than 1 "
+                   "targets no posterior")
+    elif sampler not in EXACT_SAMPLERS:
         verdict = ("not judged: this sampler targets no known posterior (aggressive: the "
                    "paper's Algorithm 2; search: an optimisation)")
     return (f"{label}{r}bulk ESS {c.ess_bulk_sigma2:.0f}, {c.ess_bulk_sse:.0f} "
@@ -126,6 +129,8 @@ def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
     """A few human-readable lines about a BIDResult; ``names``: the input's column names
     (default: the fit's ``feature_names``), printed for the selected columns; ``seed``:
     a line with the seed, for ``fit`` (whose --seed repeats the fit with it)."""
+    from ...engine.summary import judged_sampler
+
     p = res.params
     K = len(res.columns)
     n_chains, n_iter = res.trace.shape
@@ -147,12 +152,12 @@ def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
         f"columns      {short_list(res.columns)}",
         f"MSE          {mse_words(res.mse, res.mse_observed)}",
         "sigma2       " + sigma2_words(res.sigma2,
-                                       sigma2_interval90(res.draws_sigma2, p.get("sampler")),
+                                       sigma2_interval90(res.draws_sigma2, judged_sampler(p)),
                                        conv.converged),
         f"max|W|       {fmt_g(res.max_abs_w)}"
         + (f"  (off the basis: {fmt_g(off)})" if off is not None else ""),
         accepted_line(float(np.mean(res.trace["accepted"]))),
-        convergence_line(conv, p.get("sampler")),
+        convergence_line(conv, judged_sampler(p)),
         chain_time_line(res.elapsed, n_chains,
                         getattr(res, "continued_from", None) is not None),
     ]
