@@ -806,7 +806,10 @@ def test_wrong_kinds_of_paths_are_named_with_the_fix(tmp_path, capsys):
     a_file.write_text("")
     store = _zarr_good(tmp_path)
     for args, fragments in [
-        (["rid", str(tmp_path / "s.zarr"), "--k", "2"], ["is a sparse store", "dask-bid fit"]),
+        # (it said "a pivoted-QR ID" of the default, randomized method)
+        (["rid", str(tmp_path / "s.zarr"), "--k", "2"],
+         ["is a sparse store, whose absent entries are unobserved",
+          "rid (--method randomized) needs every entry", "fit the store with dask-bid fit"]),
         (["convert", str(npy), "--out", str(tmp_path / "c.zarr"), "--format", "triplets"],
          ["is a numpy file", "drop --format triplets"]),
         (["fit", str(npy), "--k", "2", "--out", str(tmp_path / "c.zarr"), "--format",

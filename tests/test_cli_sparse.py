@@ -114,6 +114,15 @@ def test_a_sparse_store_is_fitted_as_it_is(tmp_path, capsys):
     assert ("missing      the absent entries of a sparse store are unobserved: --missing "
             "mask") in err, err
     assert read_result(str(out)).params["missing"] == "mask"
+    # triplet options with a store: "drop them" (it said "pass --format triplets too",
+    # which then said "--format triplets reads a local file": a circle)
+    for cmd in (["fit", str(tmp_path / "s.zarr"), "--k", str(K), "--out",
+                 str(tmp_path / "f2.zarr"), *FAST], ["info", str(tmp_path / "s.zarr")]):
+        assert main([*cmd, "--shape", "50,12", "--index-base", "1"]) == 2
+        assert_one_line_error(capsys.readouterr().err, "--shape, --index-base describe a "
+                              "triplet file, and ", "is a store, which holds its shape and "
+                              "indices: drop them.")
+    assert not (tmp_path / "f2.zarr").exists()
 
 
 @pytest.mark.parametrize("extra,fragments", [
@@ -155,6 +164,38 @@ def test_the_headers_names_of_the_fields_read_are_said(tmp_path, capsys):
                  "1"]) == 0
     assert ("fields       row 'rating', column 'user_id', value 'item_id' (fields 1,2,3 "
             "of the header; --columns R,C,V reads others)") in capsys.readouterr().err
+    # a Parquet file names its columns too (nothing was said: item,user,rating made the
+    # items the rows without a word)
+    pa = pytest.importorskip("pyarrow", reason="the [parquet] extra (pyarrow) is needed")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"item": [1, 2, 3], "user": [1, 2, 2], "rating": [5.0, 4, 3]}),
+                   tmp_path / "m.parquet")
+    assert main(["convert", str(tmp_path / "m.parquet"), "--out", str(tmp_path / "m.zarr"),
+                 "--index-base", "1", "--columns", "2,1,3"]) == 0
+    assert ("fields       row 'user', column 'item', value 'rating' (columns 2,1,3 of the "
+            "Parquet file; --columns R,C,V reads others)") in capsys.readouterr().err
+
+
+def test_a_triplet_file_of_the_same_name_from_another_folder_is_named(tmp_path, capsys):
+    """Two files named s.tsv fitted into one --out folder convert to one store name: the
+    second was told only "exists; pass --overwrite", not whose store it is."""
+    _triplets(tmp_path / "s.tsv")
+    (tmp_path / "other").mkdir()
+    _triplets(tmp_path / "other" / "s.tsv", seed=1)
+    run = ["--k", str(K), *FAST, "--format", "triplets", "--index-base", "1", "-q"]
+    assert main(["fit", str(tmp_path / "s.tsv"), "--out", str(tmp_path / "f" / "a.zarr"),
+                 *run]) == 0
+    capsys.readouterr()
+    for cmd in (["fit", str(tmp_path / "other" / "s.tsv"), "--out",
+                 str(tmp_path / "f" / "b.zarr"), *run],
+                ["convert", str(tmp_path / "other" / "s.tsv"), "--index-base", "1", "--out",
+                 str(tmp_path / "f" / "s.tsv.zarr")]):
+        assert main(cmd) == 2
+        assert_one_line_error(capsys.readouterr().err, "s.tsv.zarr' holds the conversion of "
+                              f"another file of that name, {str(tmp_path / 's.tsv')!r}",
+                              "pass --overwrite to replace it")
+    assert not (tmp_path / "f" / "b.zarr").exists()
 
 
 def test_convert_command(tmp_path, capsys):
@@ -174,7 +215,21 @@ def test_convert_command(tmp_path, capsys):
     assert f"reusing {store} (already converted from {src})" in capsys.readouterr().err
     # other options: the store is not replaced without --overwrite
     assert main(["convert", str(src), "--out", str(store), "--index-base", "0", "-q"]) == 2
-    assert_one_line_error(capsys.readouterr().err, "exists; pass --overwrite to replace it")
+    assert_one_line_error(capsys.readouterr().err, "--index-base 1 --columns 1,2,3, and this "
+                          "call reads it with --index-base 0", "pass --overwrite")
+    assert main(["convert", str(src), "--out", str(store), "--index-base", "1", "-q",
+                 "--overwrite"]) == 0
+    # made with a larger --shape, then asked for without one (the largest indices': a
+    # smaller matrix): it was reused, so fits of "the file" fitted the larger matrix
+    M, N = open_sparse(store).shape
+    assert main(["convert", str(src), "--out", str(store), "--index-base", "1", "--shape",
+                 f"{M + 5},{N}", "-q", "--overwrite"]) == 0
+    assert main(["convert", str(src), "--out", str(store), "--index-base", "1"]) == 2
+    assert_one_line_error(capsys.readouterr().err, f"--shape {M + 5},{N}, and this call "
+                          "reads it with --index-base 1 --columns 1,2,3 and no --shape")
+    assert main(["convert", str(src), "--out", str(store), "--index-base", "1", "--shape",
+                 f"{M + 5},{N}"]) == 0  # the same shape again: reused
+    assert f"reusing {store}" in capsys.readouterr().err
     assert main(["convert", str(src), "--out", str(store), "--index-base", "1", "-q",
                  "--overwrite"]) == 0
     # a --shape wider than the file: columns a fit refuses, said at once, nothing written

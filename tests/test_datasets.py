@@ -394,8 +394,23 @@ def test_movielens_copies_and_fill(tmp_path):
 
 def test_movielens_duplicate_pair_rejected(tmp_path):
     _write_movielens(tmp_path / "movielens_100k", [*ML_LINES, (20, 101, 3)])
-    with pytest.raises(CorruptStoreError, match="more than once"):
+    with pytest.raises(CorruptStoreError, match=r"rates user 20, item 101 more than once "
+                       r"\(lines 4 and 18; 1 repeated pairs in all\)"):
         load_movielens_100k(tmp_path)
+
+
+def test_movielens_filter_that_keeps_nothing_is_refused(tmp_path):
+    """users 1-3 rating items 10/20/30 too sparsely: the users, movies, users cascade
+    left a 0 x 0 dataset, returned without a word (docs/datasets.md says refused)."""
+    lines = [(1, 10, 4), (1, 20, 3), (1, 30, 5), (2, 10, 1), (2, 20, 2), (3, 30, 3),
+             (3, 10, 2)]
+    _write_movielens(tmp_path / "movielens_100k", lines)
+    with pytest.raises(ParameterError, match="min_obs=3: no movie of movielens_100k keeps "
+                       "that many ratings"):
+        load_movielens_100k(tmp_path, min_obs=3)
+    with pytest.raises(ParameterError, match="min_obs=9: no user"):
+        load_movielens_100k(tmp_path, min_obs=9)
+    assert load_movielens_100k(tmp_path, min_obs=2).shape[0] > 0
 
 
 def test_column_standardisation_zero_spread_and_inverse(tmp_path):

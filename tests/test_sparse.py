@@ -134,7 +134,12 @@ def test_missing_value_markers_are_unobserved_entries(tmp_path):
     ("0,0,1\n1,1,2\n0,0,3\n", {}, InputShapeError,
      r"gives entry \(row 0, column 0\) more than once"),
     ("0,0,1\n5,1,2\n", {"shape": (3, 2)}, InputShapeError,
-     r"line 2: entry \(row 5, column 1\) lies outside the shape 3 x 2"),
+     r"line 2: entry \(row 5, column 1\) lies outside the shape 3 x 2 given; give a "
+     r"larger shape, or none \(the largest indices then set it\)\.$"),
+    # an index equal to the shape: a file counting from 1, read from 0
+    ("1,1,1\n2,2,2\n3,3,3\n", {"shape": (3, 3)}, InputShapeError,
+     r"line 3: .* lies outside the shape 3 x 3 given; .*; or, if the file counts from 1, "
+     r"pass index_base=1 \(--index-base 1\)\.$"),
     ("0,0,1\n1,1,2\n", {"index_base": 1}, InputShapeError,
      r"line 1: index 0 is below the first index 1"),
     ("0,0,1\n1.5,1,2\n", {}, InputShapeError, r"line 2: row 1.5 and column 1 must be"),
@@ -410,6 +415,31 @@ def test_estimator_fits_scipy_input():
     assert est.mse_observed_ == pytest.approx(mem.mse_observed_, rel=1e-10)
 
 
+def test_a_masked_model_transforms_and_scores_the_sparse_input_it_was_fitted_on():
+    """fit took the scipy.sparse matrix; transform and score refused the very same one
+    ("sparse input is not supported: the ID reads every entry"). Now as for the dense
+    matrix with NaN at the unstored entries: C with NaN there, the masked score
+    (-score = mse_observed_ on the training matrix)."""
+    from dask_bid import InputDTypeError
+
+    A = _matrix(5)  # NaN at the unobserved entries
+    est = BayesianID(K, **KW).fit(_coo(A))
+    C = est.transform(_coo(A))
+    np.testing.assert_array_equal(C, A[:, est.columns_])  # NaN where unstored
+    assert est.score(_coo(A)) == pytest.approx(est.score(A), rel=1e-12)
+    assert est.score(_coo(A)) == pytest.approx(-est.mse_observed_, rel=1e-9)
+    for fmt in ("csr", "csc"):
+        assert est.score(_coo(A).asformat(fmt)) == pytest.approx(est.score(A), rel=1e-12)
+    with pytest.raises(ParameterError, match="mask= does not apply to a scipy.sparse X"):
+        est.score(_coo(A), mask=~np.isnan(A))
+    with pytest.raises(InputShapeError, match="X has 59 features"):
+        est.score(_coo(A[:, 1:]))
+    # a missing='zero' model still refuses it (its unstored entries are not zeros)
+    dense = BayesianID(K, **{**KW, "missing": "zero"}).fit(np.nan_to_num(A))
+    with pytest.raises(InputDTypeError, match="sparse input is not supported"):
+        dense.score(_coo(A))
+
+
 def test_process_cluster_matches_sync_and_resume(tmp_path, shared_client):
     """Two worker processes (the reads happen on the workers): bitwise the synchronous
     fit; an interrupted fit resumed from its checkpoint: bitwise the whole fit."""
@@ -565,8 +595,13 @@ def test_triplet_lines_read_as_written(text, want, tmp_path):
     ("-1,0,5\n1,1,2\n", "index -1 is below the first index 0: rows and columns are "
                           "numbered from 0"),
     ("2,1.0000001,3\n", "column 1.0000001 must be integers"),
+    # read as float64 and cast: a numpy cast warning, then "index 0 is below the first
+    # index 0" (and beyond 2**53 indices were rounded without a word)
+    ("0,0,1.5\n1,1,2\n99999999999999999999,0,3\n", "line 3: row 1e\\+20 or column 0 is "
+     "too large to be an index"),
+    ("9007199254740993,0,3\n", "line 1: .* too large to be an index"),
 ], ids=["quoted-separator", "unbalanced-quote", "typo-first-line", "duplicate-nan",
-        "negative", "fraction"])
+        "negative", "fraction", "huge-index", "index-above-2**53"])
 def test_triplet_lines_that_would_be_misread_are_refused(text, match, tmp_path):
     src = tmp_path / "t.csv"
     src.write_text(text)

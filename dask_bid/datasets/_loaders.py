@@ -461,9 +461,14 @@ def load_movielens_100k(
     items, i_idx = np.unique(d[:, 1], return_inverse=True)
     raw_shape = (users.size, items.size)
     flat = u_idx * items.size + i_idx
-    if np.unique(flat).size != flat.size:
+    order = np.argsort(flat, kind="stable")
+    again = np.flatnonzero(flat[order][1:] == flat[order][:-1])
+    if again.size:
+        line = int(order[again[0] + 1]) + 1  # the later of the first repeated pair's lines
+        first = int(order[again[0]]) + 1
         raise CorruptStoreError(
-            f"{name}: {str(path)!r} rates some (user, item) pair more than once; "
+            f"{name}: {str(path)!r} rates user {d[line - 1, 0]}, item {d[line - 1, 1]} more "
+            f"than once (lines {first} and {line}; {again.size} repeated pairs in all); "
             f"u.data has one line per pair"
         )
     R = np.full(raw_shape, np.nan)
@@ -477,6 +482,11 @@ def load_movielens_100k(
     rows &= mask.sum(axis=1) >= min_obs
     cols &= mask[rows].sum(axis=0) >= min_obs
     rows &= mask[:, cols].sum(axis=1) >= min_obs
+    if not rows.any():
+        # an empty 0 x 0 dataset was returned without a word (docs/datasets.md: refused)
+        which = "movie" if (mask.sum(axis=1) >= min_obs).any() and not cols.any() else "user"
+        raise ParameterError(f"min_obs={min_obs}: no {which} of {name} keeps that many "
+                             "ratings after the filter (users, movies, users); lower it.")
     R = R[np.ix_(rows, cols)]
     mask = mask[np.ix_(rows, cols)]
 

@@ -38,7 +38,8 @@ from .inputs import MatrixSource
 
 __all__ = ["SPARSE_ATTR", "SPARSE_FORMAT", "SPARSE_VERSION", "SparseZarrReader",
            "SparseMemoryReader", "SparseSource", "is_sparse_store", "open_sparse",
-           "sparse_source", "write_sparse_blocks", "ENTRIES_PER_CHUNK", "sparse_node"]
+           "sparse_source", "write_sparse_blocks", "ENTRIES_PER_CHUNK", "sparse_node",
+           "csc_parts"]
 
 _BLOCK_NAME = re.compile(r"^b\d{5,}$")
 
@@ -339,7 +340,7 @@ def open_sparse(path, *, storage_options=None) -> SparseSource:
                         dtype=np.dtype(np.float64), nnz=reader.nnz)
 
 
-def _csc_parts(X):
+def csc_parts(X):
     """(indptr, indices, data, shape) of a scipy.sparse matrix or array as canonical CSC:
     NaN entries are dropped (unobserved), duplicates refused."""
     import scipy.sparse as sp
@@ -380,7 +381,7 @@ def _csc_parts(X):
 def sparse_source(X) -> SparseSource:
     """A ``scipy.sparse`` matrix (any format) as an in-memory sparse input: its stored
     entries are the observed ones (a stored NaN is dropped: unobserved)."""
-    indptr, rows, vals, shape = _csc_parts(X)
+    indptr, rows, vals, shape = csc_parts(X)
     _check_shape(shape, "the sparse input")
     reader = SparseMemoryReader(indptr, rows, vals, shape)
     return SparseSource(kind="sparse", array=reader, path=None, shape=shape,
@@ -451,7 +452,7 @@ def write_sparse_blocks(X, path, *, overwrite=False, progress=None, block_edges=
     ``progress(n)`` is called with the entries written after each block. Returns the
     :class:`SparseSource` of the written store.
     """
-    indptr, rows, vals, shape = _csc_parts(X)
+    indptr, rows, vals, shape = csc_parts(X)
     edges = default_block_edges(np.diff(indptr)) if block_edges is None else list(block_edges)
     # the stored NaN it dropped, counted as a triplet file's are (docs/sparse.md)
     n_nan = int(np.count_nonzero(np.isnan(np.asarray(getattr(X, "data", []), dtype=float))))

@@ -21,7 +21,8 @@ from .._warn import warn
 
 __all__ = ["refuse_sparse", "feature_names", "sample_names", "set_feature_names", "check_features",
            "feature_names_out", "estimator_tags", "n_features_message", "reconstruction_mse",
-           "reconstruct",
+           "reconstruct", "is_scipy_sparse", "sparse_selected_columns",
+           "sparse_reconstruction_mse",
            "set_output", "wrap_output", "EXPECTED_FAILED_CHECKS"]
 
 #: What ``set_output(transform=...)`` takes (scikit-learn's "polars" is not offered: it
@@ -294,6 +295,45 @@ def reconstruct(C, W, *, masked=False):
         C = C.map_blocks(np.nan_to_num, nan=0.0, posinf=np.inf, neginf=-np.inf) if is_dask \
             else np.where(np.isnan(C), 0.0, C)
     return C @ W
+
+
+def is_scipy_sparse(A) -> bool:
+    return type(A).__module__.startswith("scipy.sparse")
+
+
+def sparse_selected_columns(A, columns):
+    """``A[:, columns]`` of a scipy.sparse ``A`` as a dense (M, K) float64 array, NaN at
+    the unstored entries (unobserved, as the masked fit reads them)."""
+    from ..engine.sparse_store import csc_parts
+
+    return _selected(csc_parts(A), columns)  # NaN dropped, infinity and duplicates refused
+
+
+def _selected(parts, columns):
+    indptr, rows, vals, (M, _) = parts
+    C = np.full((M, len(columns)), np.nan)
+    for k, j in enumerate(columns):
+        lo, hi = int(indptr[j]), int(indptr[j + 1])
+        C[rows[lo:hi], k] = vals[lo:hi]
+    return C
+
+
+def sparse_reconstruction_mse(A, columns, W, *, block=1 << 20):
+    """The masked reconstruction error of a scipy.sparse ``A`` over its stored entries
+    (the observed ones; unstored entries count as 0 in ``A[:, J]``), as
+    :func:`reconstruction_mse` of the dense matrix with NaN at the unstored entries."""
+    from ..engine.sparse_store import csc_parts
+
+    parts = csc_parts(A)
+    indptr, rows, vals, (M, N) = parts
+    C0 = np.nan_to_num(_selected(parts, columns), nan=0.0)
+    cols = np.repeat(np.arange(N, dtype=np.int64), np.diff(indptr))
+    sse = 0.0
+    for s in range(0, rows.size, block):  # bounds the (entries x K) temporaries
+        r, c = rows[s:s + block], cols[s:s + block]
+        pred = np.einsum("ik,ki->i", C0[r], W[:, c])
+        sse += float(np.sum((vals[s:s + block] - pred) ** 2))
+    return sse / rows.size if rows.size else float("nan")
 
 
 def reconstruction_mse(src, columns, W, *, masked=False):

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import NotFittedError
+from .._errors import NotFittedError, ParameterError
 from ._sklearn import (
     check_features,
     estimator_tags,
     feature_names,
     feature_names_out,
+    is_scipy_sparse,
     reconstruct,
     reconstruction_mse,
     refuse_sparse,
     result_names,
     set_feature_names,
     set_output,
+    sparse_reconstruction_mse,
+    sparse_selected_columns,
     wrap_output,
 )
 from .functional import DEFAULTS, bayesian_id
@@ -457,8 +460,11 @@ class BayesianID:
     def transform(self, A):
         """C = A[:, columns_]: numpy (the input's dtype) for numpy input, a lazy float64
         dask array for dask, Zarr or path input; a DataFrame after
-        ``set_output(transform="pandas")``."""
+        ``set_output(transform="pandas")``. With ``missing="mask"``, a scipy.sparse A
+        (as ``fit`` takes it) gives a dense float64 C with NaN at its unstored entries."""
         self._check_fitted()
+        if self._sparse_in_mask(A):
+            return wrap_output(self, A, sparse_selected_columns(A, self.columns_))
         src = self._checked_source(A)
         if src.kind == "numpy":
             return wrap_output(self, A, np.asarray(src.array)[:, self.columns_])
@@ -498,6 +504,14 @@ class BayesianID:
         return self.result_.to_inference_data()
 
     # -- scikit-learn protocol (see docs/sklearn.md) ----------------------------------------
+    def _sparse_in_mask(self, A):
+        """A scipy.sparse ``A`` for a ``missing="mask"`` model (the input its fit takes:
+        the stored entries are the observed ones), its column count checked."""
+        if not (is_scipy_sparse(A) and str(self.missing).lower() == "mask"):
+            return False
+        check_features(self, A)
+        return True
+
     def _checked_source(self, A, mask=None):
         """``A`` as a MatrixSource, refused unless it has the fitted columns (and is
         finite, for numpy input, unless ``missing="mask"``); read with NaN where ``mask``
@@ -510,8 +524,6 @@ class BayesianID:
         check_features(self, A, src.shape[1])
         if mask is not None:
             if str(self.missing).lower() != "mask":
-                from .._errors import ParameterError
-
                 raise ParameterError("mask= marks the observed entries, which only "
                                      "missing='mask' uses: this model was fitted with "
                                      f"missing={self.missing!r}.")
@@ -543,7 +555,8 @@ class BayesianID:
         ``cross_val_score``) expects; ``-score(A_train)`` equals ``mse_``. With
         ``missing="mask"`` the mean is over the observed (non-NaN) entries, and NaN counts
         as 0 where it enters ``C = A[:, J]``: ``-score(A_train)`` then equals
-        ``mse_observed_``.
+        ``mse_observed_``; a scipy.sparse A (as ``fit`` takes it) is scored over its
+        stored entries, the observed ones.
 
         Parameters
         ----------
@@ -562,6 +575,11 @@ class BayesianID:
         float
         """
         self._check_fitted()
+        if self._sparse_in_mask(A):
+            if mask is not None:
+                raise ParameterError("mask= does not apply to a scipy.sparse X: its stored "
+                                     "entries are the observed ones; drop mask=.")
+            return -sparse_reconstruction_mse(A, self.columns_, self.components_)
         src = self._checked_source(A, mask)
         return -reconstruction_mse(src, self.columns_, self.components_,
                                    masked=str(self.missing).lower() == "mask")

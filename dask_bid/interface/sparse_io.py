@@ -122,7 +122,16 @@ def triplet_header(path, *, sep=None, columns=(0, 1, 2), header="auto"):
     (those ``columns`` take, by position), or None without a header. Said by the command
     line: a header "rating,user,item" read by position made the ratings the rows."""
     path = os.fspath(path)
-    if _suffix(path) == ".parquet" or header is False:
+    if _suffix(path) == ".parquet":
+        # a Parquet file always names its columns (picked by position or by name)
+        try:
+            import pyarrow.parquet as pq
+
+            names = pq.ParquetFile(path).schema_arrow.names
+            return [c if isinstance(c, str) else names[int(c)] for c in columns]
+        except Exception:  # no pyarrow, or not readable: the conversion says why
+            return None
+    if header is False:
         return None
     if sep is None:
         sep = TRIPLET_SUFFIXES.get(_suffix(path))
@@ -252,6 +261,11 @@ def _num(x) -> str:
     return short if float(short) == x else repr(float(x))
 
 
+#: a triplet file's row and column indices are below this: 2**53, up to which float64
+#: (as the fields are read) holds every integer exactly
+INDEX_MAX = 2**53
+
+
 def _checked(path, nums, r, c, v, index_base, shape, keep_nan=False):
     """Integer (row, column) in 0-based terms and the values; NaN values dropped (kept
     with ``keep_nan``: a pair given twice is refused even if one of them is NaN)."""
@@ -261,6 +275,15 @@ def _checked(path, nums, r, c, v, index_base, shape, keep_nan=False):
         raise InputShapeError(
             f"{_where(path, nums[k])}: row {_num(r[k])} and column {_num(c[k])} must "
             "be integers (the triplet's first two fields are indices).")
+    # the fields are read as float64, exact up to 2**53; beyond it an index is rounded
+    # (and near 2**63 its cast wraps): no matrix has that many rows or columns anyway
+    huge = (np.abs(r) >= INDEX_MAX) | (np.abs(c) >= INDEX_MAX)
+    if huge.any():
+        k = int(np.flatnonzero(huge)[0])
+        raise InputShapeError(
+            f"{_where(path, nums[k])}: row {_num(r[k])} or column {_num(c[k])} is too "
+            f"large to be an index (below 2**53 = {INDEX_MAX:,}); fix the line, or map ids to "
+            "0, 1, ... first (e.g. pandas.factorize).")
     ri = r.astype(np.int64) - index_base
     ci = c.astype(np.int64) - index_base
     neg = (ri < 0) | (ci < 0)
@@ -282,7 +305,10 @@ def _checked(path, nums, r, c, v, index_base, shape, keep_nan=False):
             raise InputShapeError(
                 f"{_where(path, nums[k])}: entry (row {int(r[k])}, column {int(c[k])}) lies "
                 f"outside the shape {shape[0]} x {shape[1]} given; give a larger shape, or "
-                "none (the largest indices then set it).")
+                "none (the largest indices then set it)" + (
+                    "; or, if the file counts from 1, pass index_base=1 (--index-base 1)"
+                    if index_base == 0 and (int(r[k]) == shape[0] or int(c[k]) == shape[1])
+                    else "") + ".")
     inf = np.isinf(v)
     if inf.any():
         k = int(np.flatnonzero(inf)[0])
@@ -419,14 +445,14 @@ def convert_triplets(path, dst, *, sep=None, columns=(0, 1, 2), shape=None, inde
     try:
         _bucket(path, sep, columns, header, index_base, scan.shape, edges, tmp, quiet)
         _write_buckets(path, dst, scan, edges, indptr, index_base, columns, overwrite, tmp,
-                       quiet)
+                       quiet, shape_given=shape is not None)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return open_sparse(dst)
 
 
 def _write_buckets(path, dst, scan, edges, indptr, index_base, columns, overwrite, tmp,
-                   quiet):
+                   quiet, shape_given=False):
     """The store from the sorted buckets; a store left incomplete by a refusal (a
     duplicate entry) is removed."""
     g = None
@@ -435,7 +461,10 @@ def _write_buckets(path, dst, scan, edges, indptr, index_base, columns, overwrit
             dst, scan.shape, indptr, edges, overwrite=overwrite,
             source={"kind": "triplets", **file_stamp(path),
                     "index_base": int(index_base),
-                    "columns": [c if isinstance(c, str) else int(c) for c in columns]},
+                    "columns": [c if isinstance(c, str) else int(c) for c in columns],
+                    # a shape given, not the largest indices': a call without --shape
+                    # reads the file as another matrix, and must not reuse this one
+                    "shape_given": bool(shape_given)},
             extra={"n_nan_dropped": int(scan.n_nan)})
         bar = _progress(scan.nnz, f"writing {os.path.basename(os.fspath(dst))}", "entry",
                         quiet)

@@ -53,7 +53,7 @@ from .reading import (
     text_options,
 )
 from .report import result_lines
-from .sparse import add_sparse_options, sparse_input, sparse_kind
+from .sparse import add_sparse_options, check_sparse_options, sparse_input, sparse_kind
 
 #: CLI option -> sampler parameter, for the options left to the library's default when
 #: not given
@@ -296,6 +296,7 @@ def run(args):
     check_png_replaceable(plot_paths(kinds, plot_stem(out)))  # before any work
     params = params_from_args(args)
     src = args.input
+    check_sparse_options(args)  # triplet options without a triplet file: before any line
     kind = sparse_kind(args)
     if args.missing is None and kind is not None:
         # the absent entries of a triplet file or sparse store are unobserved: the one

@@ -61,9 +61,11 @@ def run(args):
     from ...engine.sparse_store import is_sparse_store
 
     if is_sparse_store(src):
-        raise CLIError(f"{src!r} is a sparse store: rid (a pivoted-QR ID) needs every entry "
-                       "of the matrix; fit it with dask-bid fit (--missing mask, its absent "
-                       "entries unobserved).")
+        raise CLIError(f"{src!r} is a sparse store, whose absent entries are unobserved, and "
+                       f"rid (--method {args.method}) needs every entry of a dense matrix: "
+                       "fit the store with dask-bid fit, or run rid on a dense matrix with "
+                       "its missing entries filled (the paper fills 0: "
+                       "dask_bid.datasets.load_movielens_100k, docs/baselines.md).")
     convertible = not is_url(src) and file_suffix(src) in CONVERTIBLE_SUFFIXES
     if not convertible:
         _refuse_kept_nan(src)

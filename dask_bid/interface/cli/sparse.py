@@ -89,8 +89,15 @@ def check_sparse_options(args):
     """Refuse triplet options without ``--format triplets``."""
     given = _given_triplet_options(args)
     if given and args.format != "triplets":
-        raise CLIError(f"{', '.join(given)} describe{'s' if len(given) == 1 else ''} a "
-                       "triplet file: pass --format triplets too.")
+        verb = "describes" if len(given) == 1 else "describe"
+        src = getattr(args, "input", None) or getattr(args, "path", None)
+        if src is not None and (is_url(src) or os.path.isdir(src)):
+            # a store already holds its shape and indices (--format triplets then said
+            # "reads a local file", a circle of advice)
+            raise CLIError(f"{', '.join(given)} {verb} a triplet file, and {src!r} is a "
+                           "store, which holds its shape and indices: drop them.")
+        raise CLIError(f"{', '.join(given)} {verb} a triplet file: pass --format triplets "
+                       "too.")
 
 
 def sparse_kind(args) -> str | None:
@@ -170,16 +177,27 @@ def _refuse_another_conversion(dst, src, args):
     file is replaced only with --overwrite, as a dense file's: fits made on it (and their
     resumption) read that store. An unfinished conversion is replaced freely."""
     meta = _source_meta(dst)
-    if args.overwrite or not meta or not meta.get("complete") or not _ours(dst, src, meta):
+    if args.overwrite or not meta or not meta.get("complete"):
         return
     s = meta.get("source") or {}
+    if s.get("kind") == "triplets" and s.get("path") and not _ours(dst, src, meta):
+        # as a dense file's conversion says it (convert.py, _not_this_conversion)
+        raise CLIError(f"{dst!r} holds the conversion of another file of that name, "
+                       f"{s['path']!r}, which fits of it read: choose another --out (a "
+                       f"fit converts next to it), or pass --overwrite to replace it by {src!r} (a fit of the "
+                       "other file could then not resume).")
+    if not _ours(dst, src, meta):
+        return
     if not same_file(s, src):
         raise CLIError(f"{dst!r} was converted from an earlier version of {src!r}: pass "
                        "--overwrite to convert it again (fits of the earlier version then "
                        "no longer resume), or choose another --out folder.")
     kw = _triplet_kw(args)
-    before = _options_text(s.get("index_base"), s.get("columns"), meta.get("shape"))
+    given = meta.get("shape") if s.get("shape_given", True) else None
+    before = _options_text(s.get("index_base"), s.get("columns"), given)
     now = _options_text(kw["index_base"], kw["columns"], kw["shape"])
+    if kw["shape"] is None and given:
+        now += " and no --shape (the largest indices set the shape)"
     raise CLIError(f"{dst!r} was converted from {src!r} with {before}, and this call reads it "
                    f"with {now}: pass --overwrite to convert it again, or the same options "
                    "as before.")
@@ -247,10 +265,14 @@ def _reusable(dst, src, args):
         return False
     s = meta.get("source") or {}
     kw = _triplet_kw(args)
+    # no --shape now: the shape is the largest indices', so a store made with a given
+    # shape (possibly larger) is another matrix (stores made before "shape_given" was
+    # recorded are taken as made without one, as they were reused)
+    same_shape = (not s.get("shape_given") if kw["shape"] is None
+                  else list(kw["shape"]) == meta.get("shape"))
     return (s.get("kind") == "triplets" and same_file(s, src)
             and s.get("index_base") == kw["index_base"]
-            and s.get("columns") == list(kw["columns"])
-            and (kw["shape"] is None or list(kw["shape"]) == meta.get("shape")))
+            and s.get("columns") == list(kw["columns"]) and same_shape)
 
 
 def describe_sparse(args):
@@ -320,6 +342,7 @@ def convert_triplet_file(args):
         if not args.quiet:
             print(f"reusing {dst} (already converted from {src})", file=sys.stderr)
         return 0
+    _refuse_another_conversion(dst, src, args)  # says which options differ
     from ...engine.lock import refuse_if_read
 
     refuse_if_read(dst)  # a store a fit reads (none there, or unread: passes)
@@ -342,6 +365,8 @@ def _say_fields(src, args, quiet):
     kw = _triplet_kw(args)
     names = triplet_header(src, sep=kw["sep"], columns=kw["columns"])
     if names:
-        cols = ",".join(str(int(c) + 1) for c in kw["columns"])
+        cols = ",".join(c if isinstance(c, str) else str(int(c) + 1) for c in kw["columns"])
+        where = ("columns", "of the Parquet file") if file_suffix(src) == ".parquet" else (
+            "fields", "of the header")
         say(f"fields       row {names[0]!r}, column {names[1]!r}, value {names[2]!r} "
-            f"(fields {cols} of the header; --columns R,C,V reads others)", quiet=quiet)
+            f"({where[0]} {cols} {where[1]}; --columns R,C,V reads others)", quiet=quiet)
