@@ -184,8 +184,8 @@ def _refuse_another_conversion(dst, src, args):
         # as a dense file's conversion says it (convert.py, _not_this_conversion)
         raise CLIError(f"{dst!r} holds the conversion of another file of that name, "
                        f"{s['path']!r}, which fits of it read: choose another --out (a "
-                       f"fit converts next to it), or pass --overwrite to replace it by {src!r} (a fit of the "
-                       "other file could then not resume).")
+                       f"fit converts next to it), or pass --overwrite to replace it by "
+                       f"{src!r} (a fit of the other file could then not resume).")
     if not _ours(dst, src, meta):
         return
     if not same_file(s, src):
