@@ -102,12 +102,19 @@ def test_scaled_data_gives_the_same_fit_with_beta_sigma_scaled(s, model, sampler
                                rtol=1e-7)
 
 
+PRIOR_OUTWEIGHS = r"beta_sigma=\S+ \(the scale of sigma\^2's prior"
+
+
 @pytest.mark.parametrize("s", [1e-12, 1e12])
 def test_default_beta_sigma_makes_scale_matter_exactly_as_documented(s):
     """With the default beta_sigma = 1, s A behaves as A with beta_sigma = 1 / s^2."""
     A = low_rank(1)
-    scaled = fit_checked(s * A)
-    ref = fit_checked(A, beta_sigma=1.0 / s**2)
+    # at 1e-12 the prior outweighs all of A in both fits, and they say so
+    said = PRIOR_OUTWEIGHS if s < 1 else None
+    with pytest.warns(UserWarning, match=PRIOR_OUTWEIGHS) if said else \
+            contextlib.nullcontext():
+        scaled = fit_checked(s * A, expected_warning=said)
+        ref = fit_checked(A, beta_sigma=1.0 / s**2, expected_warning=said)
     np.testing.assert_array_equal(scaled.columns_, ref.columns_)
     np.testing.assert_allclose(scaled.components_, ref.components_, rtol=0, atol=1e-9)
     assert scaled.mse_ / s**2 == pytest.approx(ref.mse_, rel=1e-9)
@@ -117,7 +124,9 @@ def test_tiny_data_with_default_beta_sigma_is_read_as_noise():
     """At scale 1e-12 the SSE (~1e-24) is nothing next to beta_sigma = 1: each sigma^2
     draw is InvGamma(MN/2 + alpha, ~beta), whose mean is beta / (MN/2 + alpha - 1).
     The retained draws average to it within a few of its relative sd sqrt(2/(MN)) / sqrt(n)."""
-    est = fit_checked(1e-12 * low_rank(2), n_iter=200, burn_in=40, thin=2)
+    with pytest.warns(UserWarning, match=PRIOR_OUTWEIGHS):  # and the fit says so
+        est = fit_checked(1e-12 * low_rank(2), n_iter=200, burn_in=40, thin=2,
+                          expected_warning=PRIOR_OUTWEIGHS)
     alpha, beta = 0.1, 1.0
     expected = beta / (M * N / 2 + alpha - 1)
     assert est.sigma2_ == pytest.approx(expected, rel=0.05)
@@ -290,6 +299,31 @@ def test_a_rank_deficient_reported_basis_warns_whatever_the_start(init, engine):
         warnings.simplefilter("error", UserWarning)
         warnings.simplefilter("ignore", ConvergenceWarning)  # (a UserWarning)
         BayesianID(K + 2, **kw).fit(full, **fit_kw)
+
+
+@pytest.mark.parametrize("engine", [False, True], ids=["memory", "engine"])
+def test_a_prior_that_outweighs_the_data_is_said(engine):
+    """Data in small units (1e-3 here: sum of A^2 ~ 0.003) with the default beta_sigma=1,
+    meant for standardised data: sigma^2 stays at the prior's scale (~1e-3, where the
+    noise variance is ~1e-8) without a word before. Said, with the mean of A^2 as the
+    beta_sigma to pass; the same data standardised (or beta_sigma on its scale): silent."""
+    A = low_rank(7) * 1e-3
+    fit_kw = {"client": "synchronous"} if engine else {}
+    kw = dict(n_iter=30, burn_in=10, random_state=0)
+    mean_sq = float(np.mean(A**2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with pytest.warns(UserWarning, match=r"beta_sigma=1 \(the scale of sigma\^2's prior, "
+                          r"in A's units squared\) exceeds half the sum of A\^2 \("
+                          f"{A.size * mean_sq / 2:.3g}" r"\).*\(e\.g\. beta_sigma="
+                          f"{mean_sq:.3g}, the mean of A"):
+            est = BayesianID(K, **kw).fit(A, **fit_kw)
+        assert est.sigma2_ > 100 * mean_sq  # the prior's scale, not the noise's
+        warnings.simplefilter("error", UserWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fitted = BayesianID(K, beta_sigma=mean_sq, **kw).fit(A, **fit_kw)
+        BayesianID(K, **kw).fit(A / np.sqrt(mean_sq), **fit_kw)
+    assert fitted.sigma2_ < 0.01 * est.sigma2_
 
 
 def _copies(scale):

@@ -307,6 +307,25 @@ def _warn_if_rank_deficient(G, M, K):
              "Choose a smaller n_components.", UserWarning)
 
 
+def _warn_if_prior_outweighs_data(p, norm_a2, n_obs):
+    """Warn when sigma^2's prior scale ``beta_sigma`` exceeds half of ||A||^2 (over the
+    observed entries): then even the zero fit's SSE / 2 is below it, sigma^2 stays near
+    the prior's scale and A reads as noise (data in small units, e.g. molar
+    concentrations of 1e-6, with the default beta_sigma=1 meant for standardised data).
+    In the scaled problem's units (engine/scaling.py) the ratio is the user's."""
+    beta = float(p["priors"].beta_sigma)
+    if not (norm_a2 > 0 and n_obs > 0 and beta > norm_a2 / 2):
+        return  # (an all-zero A is fitted exactly whatever sigma^2 is)
+    user_beta = float(p.get("beta_sigma", beta))
+    mean_sq = user_beta * norm_a2 / (beta * n_obs)  # the mean of A^2, in A's units
+    warn(f"beta_sigma={user_beta:g} (the scale of sigma^2's prior, in A's units squared) "
+         f"exceeds half the sum of A^2 ({user_beta * norm_a2 / beta / 2:.3g}): the prior "
+         "outweighs all of A, so sigma^2 stays near its prior's scale and A is read as "
+         "noise. Standardise A, or pass beta_sigma on A's scale (e.g. "
+         f"beta_sigma={mean_sq:.3g}, the mean of A^2, as 1 is for standardised data; "
+         "docs/errors.md, 'Scale').", UserWarning)
+
+
 def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=None):
     """Point estimate and summaries of finished chains (see ``bayesian_id``'s Notes).
 
@@ -365,6 +384,7 @@ def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=Non
         # deficient; a random or given start computes neither, so the reported basis is
         # checked itself (its Gram, which the blocks hold for it: one round trip)
         _warn_if_rank_deficient(backends[0].gram(cols), M, K)
+    _warn_if_prior_outweighs_data(p, outputs[0].norm_a2, outputs[0].n_obs)
     sse_all, sse_obs = sse_fn(cols, W, held)
     trace = np.empty((len(outputs), p["n_iter"]), dtype=TRACE_DTYPE)
     for c, o in enumerate(outputs):
