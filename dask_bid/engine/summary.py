@@ -6,6 +6,8 @@ their protocol (``posterior``, ``traces``, ``init_blocks`` for refinement).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._errors import ConvergenceWarning, ParameterError
@@ -317,13 +319,18 @@ def _warn_if_prior_outweighs_data(p, norm_a2, n_obs):
     if not (norm_a2 > 0 and n_obs > 0 and beta > norm_a2 / 2):
         return  # (an all-zero A is fitted exactly whatever sigma^2 is)
     user_beta = float(p.get("beta_sigma", beta))
-    mean_sq = user_beta * norm_a2 / (beta * n_obs)  # the mean of A^2, in A's units
+    # in A's units (user_beta / beta is the scale the problem was fitted at, squared),
+    # through logarithms: the ratio of ||A||^2 to beta can be below float64's range
+    log_sum = math.log(user_beta) + math.log(norm_a2) - math.log(beta)
+    half = math.exp(log_sum - math.log(2.0)) if log_sum > -700 else 0.0
+    mean_sq = math.exp(log_sum - math.log(n_obs)) if log_sum > -700 else 0.0
+    # (A's squares below float64's range, as for entries of 1e-200: no beta_sigma to pass)
+    hint = (f" (e.g. beta_sigma={mean_sq:.3g}, the mean of A^2, as 1 is for standardised "
+            "data" if mean_sq > 0 else " (A's squares are below float64's range here")
     warn(f"beta_sigma={user_beta:g} (the scale of sigma^2's prior, in A's units squared) "
-         f"exceeds half the sum of A^2 ({user_beta * norm_a2 / beta / 2:.3g}): the prior "
-         "outweighs all of A, so sigma^2 stays near its prior's scale and A is read as "
-         "noise. Standardise A, or pass beta_sigma on A's scale (e.g. "
-         f"beta_sigma={mean_sq:.3g}, the mean of A^2, as 1 is for standardised data; "
-         "docs/errors.md, 'Scale').", UserWarning)
+         f"exceeds half the sum of A^2 ({half:.3g}): the prior outweighs all of A, so "
+         "sigma^2 stays near its prior's scale and A is read as noise. Standardise A, or "
+         f"pass beta_sigma on A's scale{hint}; docs/errors.md, 'Scale').", UserWarning)
 
 
 def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=None):

@@ -231,7 +231,9 @@ class BayesianID:
         those sweeps. 0 (the paper) summarises the chain's own retained draws instead.
     w_estimate : {"mean", "map", "lstsq"}, default="lstsq"
         The reported W for the reported basis: the posterior mean, the posterior mode
-        given the basis and sigma^2 (iterated conditional modes, converged), or the exact
+        given the basis and sigma^2 (iterated conditional modes, converged; sigma^2 the
+        mean of the ``refine_sweeps`` draws with the basis fixed, else ``sigma2_``), or
+        the exact
         box-constrained least squares, the W with |W| <= 1 that minimises
         ||A - C W||^2 (the posterior mode under a flat prior on the box; the lowest
         error any W with the bounds can reach with this basis).
