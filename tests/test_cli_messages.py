@@ -918,3 +918,29 @@ def test_plots_replace_only_figures_dask_bid_wrote(tmp_path, capsys):
     assert main(["plot", str(out), "--kind", "error-k", "--out", str(tmp_path / "fig")]) == 2
     assert_one_line_error(capsys.readouterr().err, "refusing to replace", "fig.error-k.png")
     assert other.read_bytes().endswith(b"another figure")
+
+
+def test_a_prior_outweighing_the_data_is_said_with_the_flag_to_pass(tmp_path, capsys):
+    """Data in small units with the default --beta-sigma 1: said in the command line's
+    words, with the value to pass, which the command line now takes (--alpha-sigma and
+    --beta-sigma: the prior of sigma^2 could not be set from the command line at all)."""
+    from dask_bid.engine import read_result
+    from dask_bid.interface.demo import make_demo_matrix
+
+    A, _, _ = make_demo_matrix(60, 12, 2, seed=0)
+    np.save(tmp_path / "A.npy", A * 1e-4)
+    args = ["fit", str(tmp_path / "A.npy"), "--k", "2", *FAST]
+    assert main([*args, "--out", str(tmp_path / "a.zarr")]) == 0
+    warned = [ln for ln in capsys.readouterr().err.splitlines()
+              if "exceeds half the sum of A^2" in ln]
+    mean_sq = float(np.mean((A * 1e-4) ** 2))
+    assert len(warned) == 1 and warned[0].startswith("dask-bid: warning: --beta-sigma 1 (")
+    assert f"(e.g. --beta-sigma {mean_sq:.3g}, the mean of A^2" in warned[0], warned[0]
+    assert main([*args, "--out", str(tmp_path / "b.zarr"), "--beta-sigma", f"{mean_sq:.3g}",
+                 "--alpha-sigma", "0.5"]) == 0
+    assert "exceeds half the sum" not in capsys.readouterr().err
+    params = read_result(str(tmp_path / "b.zarr")).params
+    assert params["beta_sigma"] == float(f"{mean_sq:.3g}") and params["alpha_sigma"] == 0.5
+    assert main([*args, "--out", str(tmp_path / "c.zarr"), "--beta-sigma", "0"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "--beta-sigma must be a positive finite "
+                          "number, got 0.0")

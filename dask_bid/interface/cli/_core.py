@@ -90,7 +90,8 @@ _FLAGS = {"n_components": "--k", "n_iter": "--n-iter", "burn_in": "--burn-in",
           "tempered_warmup": "--tempered-warmup", "n_anneal": "--n-anneal",
           "anneal_every": "--anneal-every", "candidate_pool": "--candidate-pool",
           "pool_every": "--pool-every", "feature_names": "--column-names",
-          "sample_names": "--row-names", "keep_final_state": "--no-final-state"}
+          "sample_names": "--row-names", "keep_final_state": "--no-final-state",
+          "alpha_sigma": "--alpha-sigma", "beta_sigma": "--beta-sigma"}
 #: names that are also English words: translated only as ``name=...`` or ``name (``
 _WORDS = {"thin", "bounds", "init", "model", "out", "overwrite", "resume", "client",
           "missing", "sampler", "acceptance"}

@@ -65,7 +65,8 @@ _SAMPLER_OPTIONS = {"model": "model", "sampler": "sampler", "n_tries": "n_tries"
                     "thin": "thin", "n_chains": "n_chains", "seed": "random_state",
                     "point_estimate": "point_estimate", "w_estimate": "w_estimate",
                     "refine_sweeps": "refine_sweeps", "missing": "missing",
-                    "candidate_pool": "candidate_pool", "pool_every": "pool_every"}
+                    "candidate_pool": "candidate_pool", "pool_every": "pool_every",
+                    "alpha_sigma": "alpha_sigma", "beta_sigma": "beta_sigma"}
 
 
 def _no_empty_entry(flag, value):
@@ -609,6 +610,12 @@ def add_parser(sub):
                      "evenly spaced ones)")
     fit.add_argument("--bounds", type=float, nargs=2, default=None, metavar=("A", "B"),
                      help="bounds of W (default: -1 1; -2 2 is the weak ID)")
+    fit.add_argument("--alpha-sigma", type=float, default=None, metavar="A",
+                     help="shape of sigma^2's inverse-gamma prior (default 0.1)")
+    fit.add_argument("--beta-sigma", type=float, default=None, metavar="B",
+                     help="scale of sigma^2's inverse-gamma prior, in INPUT's units squared "
+                     "(default 1, meant for standardised data: for data in other units, "
+                     "about the mean of A^2; docs/errors.md, 'Scale')")
     fit.add_argument("--point-estimate", choices=("mode", "best"), default=None,
                      help="reported basis: the visited basis with the lowest box-constrained "
                      "least-squares error (best, default) or the most visited (mode)")
