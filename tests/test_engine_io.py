@@ -14,6 +14,7 @@ import pytest
 import zarr
 
 from dask_bid._errors import (
+    CorruptStoreError,
     NonFiniteInputError,
     OutputExistsError,
     OutputLocationError,
@@ -93,6 +94,37 @@ def test_to_zarr_numpy_and_dask(tmp_path):
 
 
 # --------------------------------------------------------------------------- output
+def test_a_result_missing_a_chunk_file_is_refused_not_read_as_zeros(store, tmp_path,
+                                                                     capsys):
+    """A chunk file deleted from a finished result read back as zeros: columns [0 0 0 0]
+    beside the real MSE, W all zero, and info showed it complete. Every chunk is now
+    written (also all-zero ones: the plain sampler's 'accepted' trace here), so a
+    missing one is damage: refused by read_result, said by info."""
+    from dask_bid.engine.zarr_io import ALL_CHUNKS, missing_result_chunks
+    from dask_bid.interface.cli import main
+
+    A, path = store
+    out = tmp_path / "fit.zarr"
+    res = bayesian_id(path, K, client="synchronous", out=str(out), sampler="plain",
+                      **(KW | dict(n_iter=12, burn_in=4)))
+    g = zarr.open_group(str(out), mode="r")
+    assert not res.trace["accepted"].any() and missing_result_chunks(g) == []
+    (out / "columns" / "c" / "0").unlink()
+    (out / "W" / "c" / "0" / "0").unlink()
+    with pytest.raises(CorruptStoreError, match=r"is a damaged dask_bid result: 2 chunk "
+                       r"file\(s\) are missing \((W/c/0/0, columns/c/0)\), which would read "
+                       "as zeros"):
+        read_result(str(out))
+    assert main(["info", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "status     DAMAGED: 2 chunk file(s) missing (W/c/0/0, columns/c/0)" in text
+    assert "\n  columns " not in text and "MSE" not in text  # no number of it is shown
+    # a result written before every chunk was (no flag) reads as it did
+    zarr.open_group(str(out), mode="r+").attrs["dask_bid"] = {
+        k: v for k, v in g.attrs["dask_bid"].items() if k != ALL_CHUNKS}
+    assert read_result(str(out)).columns.tolist() == [0] * K
+
+
 def test_output_group_layout_and_read_back(store, tmp_path, cluster):
     A, path = store
     before = _tree_hash(path)

@@ -980,7 +980,10 @@ def _create_C(group, layout, K, rows):
     run: a result read from the group before refuses to read a C of another run."""
     return group.create_array("C", shape=(layout.shape[0], K), dtype=np.float64,
                               chunks=(rows, K), overwrite=True,
-                              attributes={RUN_ATTR: uuid.uuid4().hex})
+                              attributes={RUN_ATTR: uuid.uuid4().hex},
+                              # every chunk stored (a missing one is then damage; the
+                              # config travels with the array to the workers)
+                              config={"write_empty_chunks": True})
 
 
 def _write_C_direct(group, src, columns, layout):

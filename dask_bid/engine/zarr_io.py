@@ -63,6 +63,9 @@ __all__ = [
 ARRAY_ATTR = "dask_bid_array"
 
 FORMAT_VERSION = 1
+#: a result's attribute: every chunk of its arrays was written (``write_empty_chunks``),
+#: so that a missing chunk file is damage (results written before lack it)
+ALL_CHUNKS = "all_chunks"
 
 #: Target bytes of one chunk written by :func:`to_zarr`.
 CHUNK_BYTES = 16 * 2**20
@@ -706,8 +709,10 @@ def _put(group, name, data, chunks=None):
     if chunks is None:
         chunks = data.shape if data.size else tuple(1 for _ in data.shape)
     chunks = tuple(max(1, int(c)) for c in chunks)
+    # every chunk stored, also one of zeros: a missing chunk file then means damage
+    # (read_result refuses it), never "all zeros" (Zarr reads a missing chunk as zeros)
     arr = group.create_array(name, shape=data.shape, dtype=data.dtype, chunks=chunks,
-                             overwrite=True)
+                             overwrite=True, config={"write_empty_chunks": True})
     if data.size:
         arr[...] = data
     return arr
@@ -775,7 +780,7 @@ def write_result(group, res, *, w_chunk_cols=None, extra_attrs=None):
     }
     meta = dict(group.attrs.get("dask_bid", {}))
     meta.update({"format_version": FORMAT_VERSION, "result_params": jsonable(res.params),
-                 "summary": jsonable(summary)})
+                 "summary": jsonable(summary), ALL_CHUNKS: True})
     meta.update(jsonable(extra_attrs or {}))
     group.attrs["dask_bid"] = meta
 
@@ -848,12 +853,36 @@ def read_result(path, *, storage_options=None):
                                     "once it has.")
         raise CorruptStoreError(f"the fit at {path!r} did not finish: {hint}.")
     s = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
+    if meta.get(ALL_CHUNKS):
+        missing = missing_result_chunks(g)
+        if missing:
+            raise CorruptStoreError(
+                f"{path!r} is a damaged dask_bid result: {len(missing)} chunk file(s) are "
+                f"missing ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}), "
+                "which would read as zeros; restore them, or fit again with overwrite=True.")
     try:
         return _read_complete(g, meta, s, path, storage_options)
     except Exception as exc:
         raise CorruptStoreError(
             f"{path!r} is an incomplete or damaged dask_bid result ({type(exc).__name__}: "
             f"{exc}); fit again with overwrite=True.") from exc
+
+
+def missing_result_chunks(g) -> list[str]:
+    """The chunk files missing from a result group's arrays (``W/c/0/0``, ...), its
+    checkpoints aside. Only meaningful for a result written with every chunk
+    (``meta[ALL_CHUNKS]``): before, Zarr left out chunks equal to the fill value."""
+    from .inputs import missing_chunks
+
+    out = []
+    for sub in ("", "traces", "draws"):
+        node = g if not sub else g[sub] if sub in g else None
+        if node is None:
+            continue
+        for name in sorted(node.array_keys()):
+            miss = missing_chunks(node[name]) or []
+            out += [f"{sub + '/' if sub else ''}{name}/{k}" for k in miss]
+    return out
 
 
 def _num(x, kind=float, default=float("nan")):

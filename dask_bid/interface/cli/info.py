@@ -222,6 +222,15 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
 
     # "running" only while a live fit holds the output's lock, else interrupted or failed
     info["status"], info["status_detail"] = output_status(spath, meta)
+    from ...engine.zarr_io import ALL_CHUNKS
+
+    if info["status"] == "complete" and meta.get(ALL_CHUNKS):
+        from ...engine.zarr_io import missing_result_chunks
+
+        missing = missing_result_chunks(node)
+        if missing:  # Zarr would read them as zeros: no number of it is shown
+            info["status"], info["missing_chunks"] = "damaged", missing
+            return info
     src = meta.get("input") or {}
     if src.get("kind") == "zarr" and src.get("path") and not is_url(str(src["path"])):
         from .convert import converted_fill_count
@@ -379,6 +388,12 @@ def info_lines(info) -> list[str]:
         status = info["status"]
         if status == "complete":
             lines.append(f"  status     {status}")
+        elif status == "damaged":
+            miss = info["missing_chunks"]
+            lines.append(f"  status     DAMAGED: {len(miss)} chunk file(s) missing "
+                         f"({', '.join(miss[:3])}{', ...' if len(miss) > 3 else ''}), which "
+                         "would read as zeros: restore them, or fit again with --overwrite")
+            return lines
         elif status == "failed":
             reason = cli_words(str(info.get("error") or "no reason recorded").split(". ")[0])
             saved = any(info.get("saved_iterations") or ())
