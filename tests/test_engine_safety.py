@@ -1270,3 +1270,35 @@ def test_checkpoints_of_a_killed_fit_without_out_are_removed_by_the_next(tmp_pat
     # the fit's own folder and lease are gone too
     assert sorted(p.name for p in tmp.iterdir()) == sorted(
         [live.name, unleased.name, other.name])
+
+
+def test_a_checkpoint_of_another_fit_at_the_path_is_never_resumed(tmp_path):
+    """An object store that refuses deletes let overwrite=True leave the old fit's
+    checkpoints; a resume of the new fit then continued the OLD chain (another seed's
+    draws under the new seed's name). Each checkpoint now carries its fit's run id: one
+    of another fit is skipped, said, and the resume is the uninterrupted new fit."""
+    import shutil
+
+    A = _matrix()
+    old, new = tmp_path / "old.zarr", tmp_path / "new.zarr"
+    kw = dict(KW, n_iter=30, **SYNC)
+    bayesian_id(A, K, out=str(old), **{**kw, "random_state": 4})
+    want = bayesian_id(A, K, **{**kw, "random_state": 5})
+
+    class Stop(KeyboardInterrupt):
+        pass
+
+    def stop(st):
+        if st.iteration == 12:
+            raise Stop()
+
+    with pytest.raises(Stop):
+        bayesian_id(A, K, out=str(new), callback=stop, **{**kw, "random_state": 5})
+    # what a delete the store refused leaves: the old fit's final checkpoint, newer than
+    # the new fit's own (iteration 30 against 12)
+    name = "c0-it00000030"
+    shutil.copytree(old / "checkpoint" / name, new / "checkpoint" / name)
+    with pytest.warns(CheckpointFallbackWarning, match=f"checkpoint {name} .* belongs to "
+                      "another fit written at this path"):
+        res = bayesian_id(A, K, out=str(new), resume=True, **{**kw, "random_state": 5})
+    assert_same_chain(want, res)

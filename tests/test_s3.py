@@ -505,6 +505,32 @@ def test_a_read_only_bucket_is_refused_before_anything_is_written(s3, s3_input, 
         read_result(out, storage_options=so)  # the interrupted fit is still resumable
 
 
+def test_an_overwrite_the_store_refuses_to_delete_is_refused(s3, s3_input):
+    """A policy denying DeleteObject (object lock, a no-delete role) while writes are
+    allowed: s3fs's bulk delete dropped the refusals, so overwrite=True went on over the
+    old fit's objects (its checkpoints then resumed as the new fit's). Now refused,
+    naming what is left; the old fit stays readable."""
+    bucket, url = s3_input
+    so = s3.options()
+    out = f"s3://{bucket}/nodel.zarr"
+    first = bayesian_id(url, K, out=out, storage_options=so, **FEW)
+    deny = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Deny", "Principal": "*", "Action": ["s3:DeleteObject"],
+        "Resource": f"arn:aws:s3:::{bucket}/*"}]}
+    s3.client().put_bucket_policy(Bucket=bucket, Policy=json.dumps(deny))
+    try:
+        calls = []
+        with pytest.raises(StoreAccessError, match=rf"could not delete '{out}': \d+ "
+                           r"object\(s\) are still there .*the store refused the deletes"):
+            bayesian_id(url, K, out=out, overwrite=True, storage_options=so,
+                        callback=calls.append, **{**FEW, "random_state": 9})
+        assert calls == []
+    finally:
+        s3.client().delete_bucket_policy(Bucket=bucket)
+    back = read_result(out, storage_options=so)
+    np.testing.assert_array_equal(back.columns, first.columns)
+
+
 def test_a_chunk_this_process_may_not_read_is_not_called_damaged(s3, s3_input):
     """A chunk read refused (a worker without the client's credentials, a policy): the
     message said "the store is damaged ... rewrite the array", which would have the user

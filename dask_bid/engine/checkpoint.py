@@ -130,9 +130,13 @@ def warn_fallback(message: str):
 class Checkpointer:
     """Writes and finds the checkpoints of every chain under ``spec``'s ``checkpoint/``."""
 
-    def __init__(self, spec: StoreSpec, keep: int = 2, create: bool = True):
+    def __init__(self, spec: StoreSpec, keep: int = 2, create: bool = True, run_id=None):
         self.spec = spec
         self.keep = keep
+        #: the id of the fit these checkpoints belong to (the output's ``run_id``): one
+        #: of another fit at this path (left by an overwrite whose deletes an object
+        #: store refused) is never taken for this one's. None: written before ids.
+        self.run_id = run_id
         #: called before each checkpoint is written (the fit's check that its input
         #: store did not change: it raises, and nothing is written)
         self.before_save = None
@@ -184,7 +188,7 @@ class Checkpointer:
         g.require_group(f"checkpoint/{name}")
         backend.save_blocks(self.spec, f"checkpoint/{name}")
         payload = {"state": state, "norm_a2": norm_a2, "n_obs": n_obs,
-                   "n_blocks": len(backend.blocks), "chain": chain}
+                   "n_blocks": len(backend.blocks), "chain": chain, "run_id": self.run_id}
         # "complete" goes with the state's own attributes, written after everything else
         # (one write: a second would encode the state's JSON again)
         save_blob(self.spec, f"checkpoint/{name}/client", payload, {"complete": True})
@@ -218,6 +222,9 @@ class Checkpointer:
                 payload = load_blob(self.spec, f"checkpoint/{name}/client")
                 if not isinstance(payload, dict) or "state" not in payload:
                     raise CheckpointError("its client state is not a chain checkpoint")
+                if self.run_id is not None and payload.get("run_id") != self.run_id:
+                    raise CheckpointError("it belongs to another fit written at this path "
+                                          "(one whose deletion failed)")
             except CheckpointError as exc:
                 warn_fallback(f"checkpoint {name} of {self.spec.root!r} cannot be read back "
                               f"({exc}); trying an older one")

@@ -262,7 +262,8 @@ def _check_stored(stored, meta, entropy_given, out, storage_options) -> bool:
         return False
     _compare_seed(stored, entropy_given)
     _check_extendable(stored, meta, Checkpointer(StoreSpec(local_path(out), storage_options),
-                                                 create=False), local_path(out))
+                                                 create=False, run_id=stored.get("run_id")),
+                      local_path(out))
     return True
 
 
@@ -650,6 +651,7 @@ class _Fit:
         self.keep_final_state = keep_final_state
         self.group, self.existing = group, existing
         self.entropy_given = entropy_given
+        self.run_id = None
         self.client, self.out, self.storage_options = client, out, storage_options
         self.every, self.callback, self.initial_columns = (checkpoint_every, callback,
                                                            initial_columns)
@@ -687,6 +689,7 @@ class _Fit:
             compare_metadata((stored.get("input") or {}).get("fingerprint"),
                              self.meta["input"]["fingerprint"], local_path(out))
             self.entropy = int(stored["entropy"])
+            self.run_id = stored.get("run_id")  # None: a fit saved before runs had ids
             for key in ("feature_names", "sample_names"):
                 if self.meta.get(key) is None and stored.get(key):
                     # a resume that names no columns (rows) keeps the names it started with
@@ -723,10 +726,12 @@ class _Fit:
                 scale = scale_exponent(amax, self.p["priors"].beta_sigma)
                 if scale:
                     check_range(amax, min_nonzero_abs(src.array), scale)
+            # this fit's id, carried by each of its checkpoints (engine/checkpoint.py)
+            self.run_id = uuid.uuid4().hex
             if group is not None:
                 group.attrs["dask_bid"] = {**self.meta, "entropy": str(self.entropy),
                                            "status": "running", "scale_log2": scale,
-                                           "versions": versions()}
+                                           "versions": versions(), "run_id": self.run_id}
         # from here on this process owns the output's state: a failure is recorded
         self.marking = not self.existing
         try:
@@ -887,10 +892,10 @@ class _Fit:
                     # n_candidates="auto" from the workers' memory (never changes the chain)
                     cfg = chain_config(p, N, **candidate_memory(ex, layout, p["n_chains"]),
                                        settings_n_iter=self.settings_n_iter)
-                    ckpt = Checkpointer(spec)
+                    ckpt = Checkpointer(spec, run_id=self.run_id)
                     if not self.existing:
                         ckpt.remove_all()  # a first attempt's, when rescaled
-                        ckpt = Checkpointer(spec)
+                        ckpt = Checkpointer(spec, run_id=self.run_id)
                     # no checkpoint of a chain that read a changed input: a resume (after
                     # the input is restored) would carry the other matrix's draws on
                     ckpt.before_save = self.watch.check

@@ -157,6 +157,18 @@ def _remove(path, storage_options=None):
         fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
         if fs.exists(p):
             fs.rm(p, recursive=True)
+            # an object store's bulk delete can drop per-object refusals (a policy that
+            # denies DeleteObject): what is left would pass for part of the new store
+            with contextlib.suppress(FileNotFoundError):
+                fs.invalidate_cache(p)
+                left = fs.find(p)
+                if left:
+                    from .._errors import StoreAccessError
+
+                    raise StoreAccessError(
+                        f"could not delete {path!r}: {len(left)} object(s) are still there "
+                        f"(e.g. {left[0]!r}); the store refused the deletes. Delete them "
+                        "with the store's own tools, or write to another path.")
     elif os.path.isdir(path):
         shutil.rmtree(path)
     elif os.path.exists(path):
