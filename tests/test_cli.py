@@ -864,6 +864,28 @@ def test_scheduler_address_is_used(tmp_path, data):
 
 
 @pytest.mark.skipif(os.name != "posix", reason="signals")
+def test_resume_without_n_iter_takes_the_stored_fits(data, tmp_path, capsys):
+    """--resume without --n-iter ran a finished 40-iteration fit on to the default 1000
+    and replaced it; a left-out --seed takes the stored one, and so does --n-iter now:
+    the finished fit is only loaded."""
+    from dask_bid.engine import read_result
+
+    d, _, _ = data
+    out = tmp_path / "o.zarr"
+    args = ["fit", str(d / "a.npy"), "--k", "3", "--out", str(out), *FAST]
+    assert main(args) == 0
+    before = read_result(str(out))
+    capsys.readouterr()
+    n_at = args.index("--n-iter")
+    again = args[:n_at] + args[n_at + 2:] + ["--resume"]
+    assert main(again) == 0
+    err = capsys.readouterr().err
+    assert "n-iter       40, the stored fit's (--resume without --n-iter" in err
+    after = read_result(str(out))
+    assert after.trace.shape[1] == 40 and after.continued_from is None
+    np.testing.assert_array_equal(after.draws_sigma2, before.draws_sigma2)
+
+
 def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path, capsys):
     """Ctrl-C during a fit: exit 130 with a hint; --resume finishes it, same draws."""
     import signal

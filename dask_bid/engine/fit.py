@@ -267,6 +267,22 @@ def _check_stored(stored, meta, entropy_given, out, storage_options) -> bool:
     return True
 
 
+def stored_fit(out, *, storage_options=None) -> dict | None:
+    """The ``dask_bid`` attributes of the fit stored at ``out`` (with its ``params``), or
+    None where there is none (nothing there, not a dask_bid fit, unreadable)."""
+    try:
+        import zarr
+
+        stored = zarr.open_group(local_path(out), mode="r",
+                                 storage_options=url_options(out, storage_options)
+                                 ).attrs.get("dask_bid")
+    except Exception:
+        return None
+    if not isinstance(stored, dict) or not isinstance(stored.get("params"), dict):
+        return None
+    return stored
+
+
 def check_resume(out, p, *, storage_options=None):
     """Refuse at once a ``resume=True`` that the fit stored at ``out`` would refuse
     once the input is read: other parameters or seed, fewer iterations than a finished
@@ -278,15 +294,8 @@ def check_resume(out, p, *, storage_options=None):
     """
     from ..kernels.rng import root_entropy
 
-    try:
-        import zarr
-
-        stored = zarr.open_group(local_path(out), mode="r",
-                                 storage_options=url_options(out, storage_options)
-                                 ).attrs.get("dask_bid")
-    except Exception:
-        return
-    if not isinstance(stored, dict) or not isinstance(stored.get("params"), dict):
+    stored = stored_fit(out, storage_options=storage_options)
+    if stored is None:
         return
     meta = {k: stored.get(k) for k in ("input_shape", "layout")}
     meta["n_chains"] = p["n_chains"]

@@ -225,6 +225,20 @@ def _refuse_k_above_rows(k, n_rows):
                        f"columns are always linearly dependent; choose --k <= {n_rows}.")
 
 
+def _stored_n_iter(out, params, quiet):
+    """--resume without --n-iter continues to the stored fit's own n_iter (a finished
+    fit is then only loaded): the default 1000 ran a finished 300-iteration fit on to
+    1000 and replaced it, as a seed left out takes the stored one."""
+    from ...engine.fit import stored_fit
+
+    stored = stored_fit(out)
+    n = (stored or {}).get("params", {}).get("n_iter")
+    if isinstance(n, int) and n > 0 and n != params.get("n_iter", 1000):
+        params["n_iter"] = n
+        say(f"n-iter       {n}, the stored fit's (--resume without --n-iter; a larger --n-iter "
+            "continues it)", quiet=quiet)
+
+
 def _validate_early(k, params, n_cols, resume_at=None):
     """The parameters against INPUT's column count (None before a triplet file is
     converted: its shape is not known yet, and nothing checked then depends on it); with
@@ -296,6 +310,8 @@ def run(args):
     kinds = parse_plot_kinds(args.plot) if args.plot is not None else []
     check_png_replaceable(plot_paths(kinds, plot_stem(out)))  # before any work
     params = params_from_args(args)
+    if args.resume and args.n_iter is None:
+        _stored_n_iter(out, params, args.quiet)
     src = args.input
     check_sparse_options(args)  # triplet options without a triplet file: before any line
     kind = sparse_kind(args)
