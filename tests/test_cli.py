@@ -632,15 +632,23 @@ def test_a_store_a_fit_reads_directly_is_not_converted_again_under_it(data, tmp_
     store = tmp_path / "s" / "n.zarr"
     conv = ["convert", str(src), "--format", "dense", "--out", str(store), "-q"]
     assert main([*conv, "--missing", "mask"]) == 0
-    codes = []
+    codes, refused = [], []
 
     def convert_meanwhile(st):
         if st.iteration == 3:
             codes.append(main([*conv, "--fill-missing", "zero", "--overwrite"]))
+            # the Python API's writer too (it went ahead, and the fit failed as changed)
+            from dask_bid import OutputLockedError
+            from dask_bid.engine import to_zarr
+
+            with pytest.raises(OutputLockedError, match="is the input of a dask-bid fit "
+                               "still running in another process: to replace it"):
+                to_zarr(np.zeros((4, 4)), str(store), overwrite=True)
+            refused.append(True)
 
     bayesian_id(str(store), 3, missing="mask", client="synchronous", n_iter=12, burn_in=4,
                 callback=convert_meanwhile)
-    assert codes == [2]
+    assert codes == [2] and refused == [True]
     assert_one_line_error(capsys.readouterr().err, "is the input of a dask-bid fit still "
                           "running", "would change that fit's input under it")
     assert main([*conv, "--fill-missing", "zero", "--overwrite"]) == 0  # once it has ended

@@ -234,6 +234,10 @@ def to_zarr(array, path, *, chunks=None, overwrite=False, storage_options=None):
                 f"{path!r} already exists; pass overwrite=True to replace it or choose "
                 "another path.")
         check_replaceable_array(path, storage_options)
+        from .lock import refuse_if_read
+
+        # a store a running fit reads (its read-hold): replacing it would fail that fit
+        refuse_if_read(path, "replace it")
         _remove(path, storage_options)
     dtype = np.dtype(array.dtype)
     if chunks is None:
