@@ -138,6 +138,13 @@ def test_an_interrupted_continuation_keeps_its_settings_and_resumes_to_one_chain
     with pytest.raises(Exception, match="stopped before the end; continue it with "
                        r"resume=True and the parameters it was started with \(n_iter=45, "):
         open_result(out)
+    # info: the summary still held is the finished fit's (it was shown as this run's)
+    from dask_bid.interface.cli.info import describe_path, info_lines
+
+    text = "\n".join(info_lines(describe_path(out)))
+    assert ("  note       the numbers below are the finished fit's of 15 iterations that "
+            "this run continues") in text, text
+    assert text.index("note       the numbers below") < text.index("  MSE        ")
     seen = []
     res = _fit(A, 45, out, resume=True, callback=lambda st: seen.append(st.iteration), **pool)
     assert seen[0] == 28, seen[:3]

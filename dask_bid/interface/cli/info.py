@@ -427,6 +427,12 @@ def info_lines(info) -> list[str]:
                                        info.get("continued_from_chains"), sep=", "))
         if info.get("seed") is not None:
             lines.append(f"  seed       {info['seed']} (--seed repeats this fit with it)")
+        if status != "complete" and info.get("continued_from") and (s or "columns" in info):
+            # the arrays and summary are still those of the finished fit being continued
+            # (they were shown as this run's, beside its own 3000 iterations)
+            lines.append(f"  note       the numbers below are the finished fit's of "
+                         f"{info['continued_from']} iterations that this run continues; "
+                         "this run's come once it completes")
         if "columns" in info:
             lines.append(f"  columns    {short_list(info['columns'])}")
         if info.get("names"):
