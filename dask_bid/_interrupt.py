@@ -29,18 +29,25 @@ class InterruptLatch:
     MESSAGE = ("dask-bid: stopping after this iteration and saving a checkpoint "
                "(Ctrl-C again to stop at once)")
 
-    def __init__(self, message=None, *, active=True):
+    def __init__(self, message=None, *, active=True, signals=(signal.SIGINT,)):
         self.hit = False
         self.message = self.MESSAGE if message is None else message
         # an inactive latch installs nothing: its check never raises
         self.active = active
-        self._old = None
+        # the command line adds SIGTERM, what a batch system (SLURM, Kubernetes, docker
+        # stop) sends before it kills: the fit then stops as after a Ctrl-C, saved
+        self.signals = tuple(signals)
+        self._old = {}
 
     def _handler(self, signum, frame):
         if self.hit:
             raise KeyboardInterrupt
         self.hit = True
-        print(f"\n{self.message}", file=sys.stderr, flush=True)
+        said = self.message
+        if signum == getattr(signal, "SIGTERM", None):
+            said = said.replace("dask-bid: ", "dask-bid: terminated (SIGTERM): ", 1).replace(
+                "Ctrl-C again", "a second signal")
+        print(f"\n{said}", file=sys.stderr, flush=True)
 
     def check(self):
         if self.hit:
@@ -48,13 +55,14 @@ class InterruptLatch:
 
     def __enter__(self):
         if self.active and threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._handler)
+            for sig in self.signals:
+                self._old[sig] = signal.signal(sig, self._handler)
         return self
 
     def __exit__(self, *exc):
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
-            self._old = None
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old = {}
 
 
 def fit_latch(out):

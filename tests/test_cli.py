@@ -894,8 +894,11 @@ def test_resume_without_n_iter_takes_the_stored_fits(data, tmp_path, capsys):
     np.testing.assert_array_equal(after.draws_sigma2, before.draws_sigma2)
 
 
-def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path, capsys):
-    """Ctrl-C during a fit: exit 130 with a hint; --resume finishes it, same draws."""
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path, capsys, sig):
+    """Ctrl-C during a fit: exit 130 with a hint; --resume finishes it, same draws. A
+    SIGTERM (what SLURM or docker stop send before killing) does the same: it killed the
+    process at once, with no message, redoing up to --checkpoint-every iterations."""
     import signal
     import time
 
@@ -916,7 +919,7 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path, capsy
     deadline = time.time() + 120
     while time.time() < deadline and p.poll() is None and not complete_checkpoints(out):
         time.sleep(0.05)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(getattr(signal, sig))
     _, err = p.communicate(timeout=120)
     if p.returncode == 0:
         pytest.fail("the fit finished before the interrupt; make it longer")
@@ -925,8 +928,10 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path, capsy
     ours = [ln for ln in err.splitlines() if ln.startswith("dask-bid:")]
     # the hint is the command that continues it (the typed options, with --resume)
     again = shlex.join(["dask-bid", *map(str, base), "--resume"])
-    assert ours == [InterruptLatch.MESSAGE, f"dask-bid: interrupted (continue it: {again})"], \
-        err[-2000:]
+    first = InterruptLatch.MESSAGE if sig == "SIGINT" else (
+        "dask-bid: terminated (SIGTERM): stopping after this iteration and saving a "
+        "checkpoint (a second signal to stop at once)")
+    assert ours == [first, f"dask-bid: interrupted (continue it: {again})"], err[-2000:]
     # the newest checkpoint is the interrupted iteration's (at or after the first, at 5;
     # test_engine_masked and test_s3 check the iteration exactly)
     saved = complete_checkpoints(out)

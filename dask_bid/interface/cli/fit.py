@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import time
 import warnings
 
@@ -225,6 +226,11 @@ def _refuse_k_above_rows(k, n_rows):
                        f"columns are always linearly dependent; choose --k <= {n_rows}.")
 
 
+#: the signals that stop a fit after its current iteration, saved (a second one: at once)
+_STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None),
+                                  getattr(signal, "SIGTERM", None)) if s is not None)
+
+
 def _stored_n_iter(out, params, quiet):
     """--resume without --n-iter continues to the stored fit's own n_iter (a finished
     fit is then only loaded): the default 1000 ran a finished 300-iteration fit on to
@@ -406,7 +412,8 @@ def run(args):
     full = _full_params(params)
     cluster = local_cluster() if client is None else contextlib.nullcontext(client)
     # the latch also covers the compilation, where numba may swallow a Ctrl-C
-    with InterruptLatch() as latch:
+    # SIGTERM as a first Ctrl-C: a batch system's stop (SLURM, docker) saves the fit too
+    with InterruptLatch(signals=_STOP_SIGNALS) as latch:
         if client is None or client == "synchronous":  # the kernels compile here
             say("kernels      loading (numba; compiled on the first run only) ...",
                 quiet=args.quiet)
