@@ -944,3 +944,22 @@ def test_a_prior_outweighing_the_data_is_said_with_the_flag_to_pass(tmp_path, ca
     assert main([*args, "--out", str(tmp_path / "c.zarr"), "--beta-sigma", "0"]) == 2
     assert_one_line_error(capsys.readouterr().err, "--beta-sigma must be a positive finite "
                           "number, got 0.0")
+
+
+def test_the_engines_log_is_said_as_warnings_are_and_quiet_silences_it(capsys):
+    """The engine's log warnings (a lost worker replayed, a rescaled matrix, a cluster
+    without workers) came out raw through Python's last-resort handler, without the
+    prefix and under --quiet too."""
+    import io
+    import logging
+
+    from dask_bid.interface.cli._core import warning_lines
+
+    for quiet, want in ((False, "dask-bid: warning: chain 0: lost work (--n-iter)\n"),
+                        (True, "")):
+        buf = io.StringIO()
+        with warning_lines(quiet=quiet, file=buf):
+            logging.getLogger("dask_bid.engine").warning("chain %d: lost work (n_iter)", 0)
+        assert buf.getvalue() == want
+        assert capsys.readouterr().err == ""
+    assert logging.getLogger("dask_bid").handlers == []  # given back

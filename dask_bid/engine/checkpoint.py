@@ -122,8 +122,9 @@ def load_blob(spec: StoreSpec, path: str):
 
 
 def warn_fallback(message: str):
-    """Say that a checkpoint was skipped (a warning and the engine's log)."""
-    log.warning("%s", message)
+    """Say that a checkpoint was skipped: a warning (the engine's log keeps it at INFO:
+    as a WARNING it was said twice, the second time raw)."""
+    log.info("%s", message)
     warn(message, CheckpointFallbackWarning)
 
 

@@ -159,12 +159,27 @@ def warning_lines(quiet=False, file=None):
 
             tqdm.write(text, file=sys.stderr)
 
+    # the engine's log (dask_bid.engine: a lost worker replayed, a rescaled matrix, a
+    # cluster without workers) the same way: Python's last-resort handler printed its
+    # records raw, without the prefix and under --quiet too
+    class _Lines(logging.Handler):
+        def emit(self, record):
+            if not quiet:
+                show(record.getMessage(), None, None, None)
+
+    logger = logging.getLogger("dask_bid")
+    handler = _Lines(logging.WARNING)
+    old_propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
     old = warnings.showwarning
     warnings.showwarning = show
     try:
         yield
     finally:
         warnings.showwarning = old
+        logger.removeHandler(handler)
+        logger.propagate = old_propagate
 
 
 def say(*lines, quiet=False):
