@@ -1302,3 +1302,19 @@ def test_a_checkpoint_of_another_fit_at_the_path_is_never_resumed(tmp_path):
                       "another fit written at this path"):
         res = bayesian_id(A, K, out=str(new), resume=True, **{**kw, "random_state": 5})
     assert_same_chain(want, res)
+
+
+def test_an_output_a_worker_cannot_see_is_named_as_such(tmp_path):
+    """A worker that cannot see the client's output folder (another machine, a private
+    mount) failed at the first checkpoint with "... does not exist", of a folder the
+    client had just made. The worker's write says what it is (StoreSpec travels to the
+    workers; this is what one of them runs)."""
+    from dask_bid import StoreNotFoundError
+    from dask_bid.engine.checkpoint import StoreSpec, save_blob
+
+    spec = StoreSpec(tmp_path / "elsewhere" / "fit.zarr")
+    with pytest.raises(StoreNotFoundError, match=r"the output '.*fit\.zarr' is not visible "
+                       r"from the process that writes to it \(pid \d+ on .*every Dask worker "
+                       "must see the client's local paths"):
+        save_blob(spec, "checkpoint/c0-it00000005/block_00000", {"x": 1})
+    assert not (tmp_path / "elsewhere").exists()  # nothing made on the way

@@ -58,6 +58,19 @@ class StoreSpec:
     def group(self, mode="r+"):
         import zarr
 
+        if self.local and not os.path.isdir(local_path(self.root)):
+            import socket
+
+            from .._errors import StoreNotFoundError
+
+            # a Dask worker that cannot see the client's folder (another machine, a
+            # private mount) said only "... does not exist", of a folder the client made
+            raise StoreNotFoundError(
+                f"the output {self.root!r} is not visible from the process that writes to "
+                f"it (pid {os.getpid()} on {socket.gethostname()!r}, working folder "
+                f"{os.getcwd()!r}; a Dask worker on a cluster, which writes the checkpoints "
+                "and C): every Dask worker must see the client's local paths (a shared file "
+                "system), or write the output to object storage.")
         return zarr.open_group(self.root, mode=mode, storage_options=self.storage_options)
 
 
