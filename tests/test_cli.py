@@ -892,6 +892,17 @@ def test_resume_without_n_iter_takes_the_stored_fits(data, tmp_path, capsys):
     after = read_result(str(out))
     assert after.trace.shape[1] == 40 and after.continued_from is None
     np.testing.assert_array_equal(after.draws_sigma2, before.draws_sigma2)
+    # --missing left out: a fit stored with --missing mask resumes with it (it was
+    # refused as "stored 'mask', now 'zero'", a zero never typed)
+    d2 = tmp_path / "n.npy"
+    An = np.load(d / "a.npy")
+    An[3, 4] = np.nan
+    np.save(d2, An)
+    masked = ["fit", str(d2), "--k", "3", "--out", str(tmp_path / "m.zarr"), *FAST]
+    assert main([*masked, "--missing", "mask"]) == 0
+    capsys.readouterr()
+    assert main([*masked, "--resume"]) == 0, capsys.readouterr().err
+    assert read_result(str(tmp_path / "m.zarr")).params["missing"] == "mask"
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])

@@ -370,3 +370,15 @@ def test_a_fit_saved_before_the_redraw_swap_continues_as_it_ran(A, tmp_path):
     _drop_param(out2, "n_redraw")
     with pytest.raises(ParameterError, match="n_redraw: stored 0, now 4"):
         _fit(B, 20, out2, missing="mask", resume=True)
+
+
+def test_chains_added_to_an_unfinished_fit_say_it_must_finish_first(A, tmp_path):
+    """It said "differs from this one in params, n_chains (n_chains: stored 2, now 3)",
+    naming the difference twice and not why a finished fit takes it."""
+    out = str(tmp_path / "fit.zarr")
+    with pytest.raises(KeyboardInterrupt):
+        _fit(A, 15, out, callback=_Stop(6))
+    with pytest.raises(ParameterError, match=r"differs from this one in params \(n_chains: "
+                       r"stored 2, now 3; n_chains grows only once the fit has finished: "
+                       r"resume it as it was started first, then continue it\)\. "):
+        _fit(A, 15, out, resume=True, n_chains=3)

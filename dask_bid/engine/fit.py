@@ -169,9 +169,16 @@ def _compare_meta(stored, meta, entropy_given):
                       if a.get(k) != b.get(k) and not allowed(k, a.get(k), b.get(k))]
             if not detail:
                 diffs.remove("params")
-        if "n_chains" in diffs and allowed("n_chains", stored.get("n_chains"),
-                                           meta.get("n_chains")):
-            diffs.remove("n_chains")
+        if "n_chains" in diffs and (allowed("n_chains", stored.get("n_chains"),
+                                            meta.get("n_chains"))
+                                    or any(d.startswith("n_chains:") for d in detail)):
+            diffs.remove("n_chains")  # (said once, among the params)
+        # an unfinished fit grows neither: it is resumed as started, then continued
+        grow = [k for k in _GROWS if any(d.startswith(f"{k}:") for d in detail)]
+        if grow and not grows:
+            verb = "grows" if len(grow) == 1 else "grow"
+            detail.append(f"{' and '.join(grow)} {verb} only once the fit has finished: "
+                          "resume it as it was started first, then continue it")
         for k in ("layout", "input_shape"):
             if k in diffs:  # the layout: which of its parts (the chunks give the tiles)
                 a, b = stored.get(k), meta.get(k)

@@ -231,18 +231,23 @@ _STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None),
                                   getattr(signal, "SIGTERM", None)) if s is not None)
 
 
-def _stored_n_iter(out, params, quiet):
+def _stored_settings(out, params, args):
     """--resume without --n-iter continues to the stored fit's own n_iter (a finished
     fit is then only loaded): the default 1000 ran a finished 300-iteration fit on to
-    1000 and replaced it, as a seed left out takes the stored one."""
+    1000 and replaced it, as a seed left out takes the stored one. Without --missing, a
+    fit stored with --missing mask resumes with it (it was refused as "stored 'mask', now
+    'zero'", a zero never typed)."""
     from ...engine.fit import stored_fit
 
-    stored = stored_fit(out)
-    n = (stored or {}).get("params", {}).get("n_iter")
-    if isinstance(n, int) and n > 0 and n != params.get("n_iter", 1000):
+    stored = (stored_fit(out) or {}).get("params", {})
+    n = stored.get("n_iter")
+    if (args.n_iter is None and isinstance(n, int) and n > 0
+            and n != params.get("n_iter", 1000)):
         params["n_iter"] = n
         say(f"n-iter       {n}, the stored fit's (--resume without --n-iter; a larger --n-iter "
-            "continues it)", quiet=quiet)
+            "continues it)", quiet=args.quiet)
+    if args.missing is None and stored.get("missing") == "mask":
+        params["missing"] = "mask"
 
 
 def _validate_early(k, params, n_cols, resume_at=None):
@@ -316,8 +321,8 @@ def run(args):
     kinds = parse_plot_kinds(args.plot) if args.plot is not None else []
     check_png_replaceable(plot_paths(kinds, plot_stem(out)))  # before any work
     params = params_from_args(args)
-    if args.resume and args.n_iter is None:
-        _stored_n_iter(out, params, args.quiet)
+    if args.resume:
+        _stored_settings(out, params, args)
     src = args.input
     check_sparse_options(args)  # triplet options without a triplet file: before any line
     kind = sparse_kind(args)
