@@ -528,8 +528,9 @@ def _cluster_errors(client):
         raise SchedulerUnreachableError(
             f"the Dask scheduler {addr} stopped answering during the fit "
             f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); the output, if "
-            "any, keeps its last checkpoint: with a working scheduler, resume=True "
-            "continues the same chain.") from exc
+            "any, keeps what it saved (its last checkpoint, if one was written: "
+            "`dask-bid info` says how far): with a working scheduler, resume=True "
+            "continues the same chain (from its start if nothing was saved).") from exc
 
 
 @contextlib.contextmanager
