@@ -85,3 +85,16 @@ def kill_when(child, ready, timeout, what):
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
         child.stderr.close()
+
+
+class StopFit(KeyboardInterrupt):
+    """What :func:`stop_at`'s callback raises: a stop that no real Ctrl-C is taken for."""
+
+
+def stop_at(iteration):
+    """A fit ``callback`` that stops the fit (:class:`StopFit`) once its chain has done
+    ``iteration`` iterations: the engine first saves that iteration's checkpoint."""
+    def stop(state):
+        if state.iteration == iteration:
+            raise StopFit()
+    return stop

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from _support import assert_same_chain, kill_when
+from _support import StopFit, assert_same_chain, kill_when, stop_at
 
 from dask_bid import (
     CheckpointError,
@@ -1285,14 +1285,9 @@ def test_a_checkpoint_of_another_fit_at_the_path_is_never_resumed(tmp_path):
     bayesian_id(A, K, out=str(old), **{**kw, "random_state": 4})
     want = bayesian_id(A, K, **{**kw, "random_state": 5})
 
-    class Stop(KeyboardInterrupt):
-        pass
+    stop = stop_at(12)
 
-    def stop(st):
-        if st.iteration == 12:
-            raise Stop()
-
-    with pytest.raises(Stop):
+    with pytest.raises(StopFit):
         bayesian_id(A, K, out=str(new), callback=stop, **{**kw, "random_state": 5})
     # what a delete the store refused leaves: the old fit's final checkpoint, newer than
     # the new fit's own (iteration 30 against 12)

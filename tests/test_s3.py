@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 import pytest
-from _support import assert_same_chain
+from _support import StopFit, assert_same_chain, stop_at
 
 pytest.importorskip("s3fs", reason="the [s3] extra (s3fs) is not installed")
 moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed")
@@ -227,14 +227,9 @@ def test_checkpoints_on_s3_and_resume_give_the_uninterrupted_fit(s3, s3_input, l
     so = s3.options()
     out = f"s3://{bucket}/fit.zarr"
 
-    class Stop(KeyboardInterrupt):
-        pass
+    stop = stop_at(7)
 
-    def stop(st):
-        if st.iteration == 7:
-            raise Stop()
-
-    with pytest.raises(Stop):
+    with pytest.raises(StopFit):
         bayesian_id(url, K, out=out, storage_options=so, callback=stop, **KW)
     keys = s3.keys(bucket)
     ckpts = {k.split("/")[2] for k in keys

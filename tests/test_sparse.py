@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _support import assert_same_chain, count_pivots
+from _support import StopFit, assert_same_chain, count_pivots, stop_at
 
 import dask_bid.interface.sparse_io as sio
 from dask_bid import (
@@ -451,15 +451,10 @@ def test_process_cluster_matches_sync_and_resume(tmp_path, shared_client):
     res = bayesian_id(store, K, chunks=(M, 16), client=shared_client, **kw)
     assert_same_chain(sync, res)
 
-    class Stop(KeyboardInterrupt):
-        pass
-
-    def stop(st):
-        if st.iteration == 12:
-            raise Stop()
+    stop = stop_at(12)
 
     out = str(tmp_path / "fit.zarr")
-    with pytest.raises(Stop):
+    with pytest.raises(StopFit):
         bayesian_id(store, K, chunks=(M, 16), out=out, callback=stop, **kw, **SYNC)
     resumed = bayesian_id(store, K, chunks=(M, 16), out=out, resume=True, **kw, **SYNC)
     assert_same_chain(sync, resumed)
