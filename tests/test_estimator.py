@@ -317,6 +317,11 @@ def test_a_reopened_fit_has_the_constructors_parameters(tmp_path):
     BayesianID(3, **kw, tempered_warmup=3).fit(A, client="synchronous", out=out,
                                                overwrite=True)
     assert open_result(out).get_params()["tempered_warmup"] == 3
+    # a fit started from given columns: open_result compared the column array with
+    # "auto" (an array's ambiguous truth value) and failed on every such fit
+    BayesianID(3, **kw, init=[0, 1, 2]).fit(A, client="synchronous", out=out,
+                                            overwrite=True)
+    np.testing.assert_array_equal(open_result(out).get_params()["init"], [0, 1, 2])
 
 
 @pytest.mark.parametrize("where", ["memory", "engine"])

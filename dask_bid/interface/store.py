@@ -79,7 +79,13 @@ def _restore_auto(kwargs, defaults, K, n_cols):
     from ._params import validate_params
 
     for name, default in defaults.items():
-        if default != "auto" or name not in kwargs or kwargs[name] == "auto":
+        if default != "auto" or name not in kwargs:
+            continue
+        value = kwargs[name]
+        # a column list (init=[0, 1, 2]) is kept as given: never what "auto" resolves to
+        # (compared with "auto" it was an array's ambiguous truth value: open_result
+        # failed on every fit stored with an explicit init)
+        if (isinstance(value, str) and value == "auto") or not np.isscalar(value):
             continue
         try:
             trial = validate_params({**defaults, **kwargs, name: "auto", "n_components": K},
