@@ -500,15 +500,26 @@ def test_a_read_only_bucket_is_refused_before_anything_is_written(s3, s3_input, 
         read_result(out, storage_options=so)  # the interrupted fit is still resumable
 
 
-def test_an_overwrite_the_store_refuses_to_delete_is_refused(s3, s3_input):
+def test_an_overwrite_the_store_refuses_to_delete_is_refused(s3, s3_input, tmp_path,
+                                                            monkeypatch, capsys):
     """A policy denying DeleteObject (object lock, a no-delete role) while writes are
     allowed: s3fs's bulk delete dropped the refusals, so overwrite=True went on over the
-    old fit's objects (its checkpoints then resumed as the new fit's). Now refused,
-    naming what is left; the old fit stays readable."""
+    old fit's objects (its checkpoints then resumed as the new fit's), and convert
+    --overwrite wrote over the old matrix's chunks. Now refused, naming what is left;
+    the old fit stays readable."""
+    from dask_bid.interface.cli import main
+
     bucket, url = s3_input
     so = s3.options()
     out = f"s3://{bucket}/nodel.zarr"
     first = bayesian_id(url, K, out=out, storage_options=so, **FEW)
+    for k, v in (("AWS_ACCESS_KEY_ID", ADMIN[0]), ("AWS_SECRET_ACCESS_KEY", ADMIN[1]),
+                 ("AWS_ENDPOINT_URL", s3.endpoint), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(k, v)
+    np.save(tmp_path / "a.npy", _matrix())
+    conv = ["convert", str(tmp_path / "a.npy"), "--out", f"s3://{bucket}/conv.zarr", "-q"]
+    _forget_s3fs()
+    assert main(conv) == 0
     deny = {"Version": "2012-10-17", "Statement": [{
         "Effect": "Deny", "Principal": "*", "Action": ["s3:DeleteObject"],
         "Resource": f"arn:aws:s3:::{bucket}/*"}]}
@@ -516,12 +527,19 @@ def test_an_overwrite_the_store_refuses_to_delete_is_refused(s3, s3_input):
     try:
         calls = []
         with pytest.raises(StoreAccessError, match=rf"could not delete '{out}': \d+ "
-                           r"object\(s\) are still there .*the store refused the deletes"):
+                           r"object\(s\) are still there .*the store refused the deletes") \
+                as info:
             bayesian_id(url, K, out=out, overwrite=True, storage_options=so,
                         callback=calls.append, **{**FEW, "random_state": 9})
-        assert calls == []
+        assert calls == [] and "may read but not write" not in str(info.value)
+        capsys.readouterr()
+        np.save(tmp_path / "a.npy", _matrix(seed=2))  # another matrix: converted again
+        assert main([*conv, "--overwrite"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"could not delete 's3://{bucket}/conv.zarr'" in err[0], err
     finally:
         s3.client().delete_bucket_policy(Bucket=bucket)
+        _forget_s3fs()
     back = read_result(out, storage_options=so)
     np.testing.assert_array_equal(back.columns, first.columns)
 

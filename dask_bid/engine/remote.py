@@ -48,6 +48,8 @@ def access_error(path, exc, *, output=False, write=False):
     """
     if not is_url(path):
         return None
+    if isinstance(exc, StoreAccessError):  # already says what was refused (a delete)
+        return exc
     _, bucket = bucket_of(path)
     what = "the output" if output else "the input"
     if isinstance(exc, PermissionError):

@@ -335,6 +335,10 @@ def create_matrix_array(path, shape, dtype, chunks, *, storage_options=None, att
     import zarr
 
     storage_options = url_options(path, storage_options)
+    if is_url(path) and _exists(path, storage_options):
+        # removed by our own delete, which checks that the store let it happen (Zarr's
+        # overwrite dropped an object store's refusals: the old objects stayed)
+        _remove(path, storage_options)
     # an empty folder is written into as it is (overwrite removes and re-makes it: a
     # read-only folder of the user's came back writable); anything else is replaced
     empty_dir = empty_local_dir(path)
