@@ -234,18 +234,27 @@ _STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None),
 def _stored_settings(out, params, args):
     """--resume without --n-iter continues to the stored fit's own n_iter (a finished
     fit is then only loaded): the default 1000 ran a finished 300-iteration fit on to
-    1000 and replaced it, as a seed left out takes the stored one. Without --missing, a
+    1000 and replaced it, as a seed left out takes the stored one; --burn-in and --thin
+    likewise. Without --missing, a
     fit stored with --missing mask resumes with it (it was refused as "stored 'mask', now
     'zero'", a zero never typed)."""
     from ...engine.fit import stored_fit
 
+    from ..functional import DEFAULTS
+
     stored = (stored_fit(out) or {}).get("params", {})
-    n = stored.get("n_iter")
-    if (args.n_iter is None and isinstance(n, int) and n > 0
-            and n != params.get("n_iter", 1000)):
-        params["n_iter"] = n
-        say(f"n-iter       {n}, the stored fit's (--resume without --n-iter; a larger --n-iter "
-            "continues it)", quiet=args.quiet)
+    taken = []
+    # the chain's length with it: a left-out --burn-in (default 200) beside a stored
+    # --n-iter 200 was refused as "--burn-in (200) must be smaller than --n-iter (200)"
+    for name in ("n_iter", "burn_in", "thin"):
+        v = stored.get(name)
+        if (getattr(args, name) is None and isinstance(v, int) and v >= 0
+                and v != params.get(name, DEFAULTS[name])):
+            params[name] = v
+            taken.append(f"--{name.replace('_', '-')} {v}")
+    if taken:
+        say(f"resume       {', '.join(taken)}: the stored fit's (not given; a larger --n-iter "
+            "continues a finished fit)", quiet=args.quiet)
     if args.missing is None and stored.get("missing") == "mask":
         params["missing"] = "mask"
 
