@@ -239,7 +239,6 @@ def _stored_settings(out, params, args):
     fit stored with --missing mask resumes with it (it was refused as "stored 'mask', now
     'zero'", a zero never typed)."""
     from ...engine.fit import stored_fit
-
     from ..functional import DEFAULTS
 
     stored = (stored_fit(out) or {}).get("params", {})
