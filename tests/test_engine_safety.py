@@ -1293,6 +1293,10 @@ def test_a_checkpoint_of_another_fit_at_the_path_is_never_resumed(tmp_path):
     # the new fit's own (iteration 30 against 12)
     name = "c0-it00000030"
     shutil.copytree(old / "checkpoint" / name, new / "checkpoint" / name)
+    from dask_bid.engine.checkpoint import saved_iterations
+
+    # info's "saved": where the resume goes on (it said 30, the other fit's)
+    assert saved_iterations(zarr.open_group(str(new), mode="r")) == {0: 12}
     with pytest.warns(CheckpointFallbackWarning, match=f"checkpoint {name} .* belongs to "
                       "another fit written at this path"):
         res = bayesian_id(A, K, out=str(new), resume=True, **{**kw, "random_state": 5})

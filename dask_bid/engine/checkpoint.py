@@ -97,6 +97,8 @@ def saved_iterations(group) -> dict[int, int]:
     out = {}
     if "checkpoint" not in group:
         return out
+    meta = group.attrs.get("dask_bid")
+    run_id = meta.get("run_id") if isinstance(meta, dict) else None
     with quiet_listing():
         names = list(group["checkpoint"].group_keys())
     for name in names:
@@ -104,7 +106,10 @@ def saved_iterations(group) -> dict[int, int]:
         if not m or int(m.group(2)) <= out.get(int(m.group(1)), -1):
             continue
         try:
-            if group[f"checkpoint/{name}/client"].attrs.get("complete", False):
+            attrs = group[f"checkpoint/{name}/client"].attrs
+            # another fit's (a delete an object store refused) is not where a resume goes on
+            theirs = attrs.get("run_id")
+            if attrs.get("complete", False) and not (run_id and theirs and theirs != run_id):
                 out[int(m.group(1))] = int(m.group(2))
         except KeyError:  # a checkpoint whose writing was cut off: not one to resume from
             continue
@@ -205,7 +210,8 @@ class Checkpointer:
                    "n_blocks": len(backend.blocks), "chain": chain, "run_id": self.run_id}
         # "complete" goes with the state's own attributes, written after everything else
         # (one write: a second would encode the state's JSON again)
-        save_blob(self.spec, f"checkpoint/{name}/client", payload, {"complete": True})
+        save_blob(self.spec, f"checkpoint/{name}/client", payload,
+                  {"complete": True, "run_id": self.run_id})
         return name
 
     def prune(self, chain, keep=None):
