@@ -128,7 +128,10 @@ def test_autocorrelation_without_usable_w_draws(fit):
     A, _, _ = fit
     res = bayesian_id(A, 3, n_iter=30, burn_in=10, thin=1, random_state=0,
                       n_trace_columns=0)
-    with pytest.raises(ParameterError, match="sigma2"):
+    # the cause named: no column traced (it said no chain kept enough draws with the
+    # reported basis, when every draw had it)
+    with pytest.raises(ParameterError, match=r"the fit kept no column's W draws "
+                       r"\(n_trace_columns=0 and no trace_columns\)\. Use quantity='sigma2'"):
         plot_autocorrelation(res)
     plot_autocorrelation(res, quantity="mse")  # every draw has these
 

@@ -41,7 +41,10 @@ class BIDResult:
         least-squares fit; ``"map"``: the posterior mode; ``"mean"``: the posterior mean),
         with W[:, columns] set to the identity. Rows follow ``columns``.
     components_sd : (K, N) float64
-        Posterior standard deviation of W given ``columns`` (0 on the identity block).
+        Posterior standard deviation of W given ``columns`` (0 on the identity block): a
+        Monte Carlo estimate from the ``refine_sweeps`` sweeps (20 by default: a rough
+        scale, ~1/sqrt(2 n) relative error at best), or from the retained draws in that
+        basis with ``refine_sweeps=0``; ``w_intervals`` gives quantiles of the draws.
     sigma2 : float
         Posterior mean of sigma^2 over all retained draws.
     inclusion_probability : (N,) float64

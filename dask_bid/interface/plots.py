@@ -222,6 +222,14 @@ def plot_autocorrelation(result, ax=None, *, max_lag=None, quantity="W", thresho
     per_chain = _acf_matrix(res, quantity, int(max_lag))
     allr = np.concatenate([m for m in per_chain if m.size], axis=0) if any(
         m.size for m in per_chain) else np.empty((0, max_lag + 1))
+    traced = res.draws_w is not None and np.size(res.draws_w["columns"]) > 0
+    if allr.shape[0] == 0 and quantity == "W" and not traced:
+        # (it said no chain kept enough draws with the reported basis, of chains that
+        # kept nothing else: the cause is that no column's W draws were kept at all)
+        raise ParameterError(
+            "no W draws to correlate: the fit kept no column's W draws (n_trace_columns=0 "
+            "and no trace_columns). Use quantity='sigma2', or fit with n_trace_columns > 0 "
+            "or trace_columns=[...].")
     if allr.shape[0] == 0 and quantity == "W":
         raise ParameterError(
             f"no W draws to correlate: no chain kept more than {max_lag + 1} consecutive "

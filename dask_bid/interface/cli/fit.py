@@ -634,7 +634,8 @@ def add_parser(sub):
     fit.add_argument("--thin", type=positive_int, default=None, metavar="N",
                      help="keep every N-th draw after the burn-in (default 1)")
     fit.add_argument("--n-chains", type=positive_int, default=None, metavar="N",
-                     help="independent chains, each from its own start (default 1)")
+                     help="independent chains, each with its own random stream (and its own "
+                     "random start with --init random) (default 1)")
     fit.add_argument("--seed", type=nonneg_int, default=None, metavar="S",
                      help="random seed: the same seed gives the same fit (default: random)")
     fit.add_argument("--init", default=None, metavar="INIT",
