@@ -657,8 +657,13 @@ def test_the_convergence_line_of_one_chain_says_what_it_could_not_check():
     one = check(rng.normal(size=(1, 400)), rng.normal(size=(1, 400)))
     assert one.converged
     line = convergence_line(one, "collapsed")
-    assert "R-hat" not in line.split("(wanted")[0]  # no R-hat from one chain
+    # no R-hat from one chain, and none wanted (a FAILED line listed "R-hat <= 1.01");
+    # the two ESS say which is which
+    assert "R-hat" not in line, line
+    assert re.search(r"bulk ESS \d+ \(sigma2\), \d+ \(SSE\) \(wanted: ESS >= 100\)", line)
     assert line.endswith("passed (ESS only: --resume --n-chains 4 adds chains to compare)")
+    short = check(rng.normal(size=(1, 30)), rng.normal(size=(1, 30)))
+    assert not short.converged and "R-hat" not in convergence_line(short, "collapsed")
     two = check(rng.normal(size=(2, 400)), rng.normal(size=(2, 400)))
     assert convergence_line(two, "plain").endswith(": passed")
     assert convergence_line(two, "search").endswith("search: an optimisation)")
