@@ -901,10 +901,12 @@ def test_resume_without_n_iter_takes_the_stored_fits(data, tmp_path, capsys):
     An[3, 4] = np.nan
     np.save(d2, An)
     masked = ["fit", str(d2), "--k", "3", "--out", str(tmp_path / "m.zarr"), *FAST]
-    assert main([*masked, "--missing", "mask"]) == 0
+    assert main([*masked, "--missing", "mask", "--n-chains", "2"]) == 0
     capsys.readouterr()
+    # (and --n-chains left out: the stored 2, where the default 1 was refused)
     assert main([*masked, "--resume"]) == 0, capsys.readouterr().err
-    assert read_result(str(tmp_path / "m.zarr")).params["missing"] == "mask"
+    res = read_result(str(tmp_path / "m.zarr"))
+    assert res.params["missing"] == "mask" and res.trace.shape == (2, 40)
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])

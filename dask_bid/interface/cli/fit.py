@@ -244,8 +244,9 @@ def _stored_settings(out, params, args):
     stored = (stored_fit(out) or {}).get("params", {})
     taken = []
     # the chain's length with it: a left-out --burn-in (default 200) beside a stored
-    # --n-iter 200 was refused as "--burn-in (200) must be smaller than --n-iter (200)"
-    for name in ("n_iter", "burn_in", "thin"):
+    # --n-iter 200 was refused as "--burn-in (200) must be smaller than --n-iter (200)";
+    # and the chains (a left-out --n-chains 1 was refused: "chains are never dropped")
+    for name in ("n_iter", "burn_in", "thin", "n_chains"):
         v = stored.get(name)
         if (getattr(args, name) is None and isinstance(v, int) and v >= 0
                 and v != params.get(name, DEFAULTS[name])):
@@ -686,7 +687,10 @@ def add_parser(sub):
     fit.add_argument("--checkpoint-every", type=positive_int, default=25, metavar="N",
                      help="iterations between checkpoints in OUT (default 25)")
     fit.add_argument("--resume", action="store_true",
-                     help="continue an interrupted fit stored at OUT")
+                     help="continue the fit stored at OUT: an interrupted one from its last "
+                     "checkpoint; a finished one to a larger --n-iter or --n-chains (else it "
+                     "is only loaded). Left-out --n-iter, --burn-in, --thin, --n-chains and "
+                     "--seed are the stored fit's")
     fit.add_argument("--overwrite", action="store_true",
                      help="replace an existing OUT (a failed fit is replaced without it)")
     fit.add_argument("--no-final-state", action="store_true",
