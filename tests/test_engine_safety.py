@@ -1317,3 +1317,24 @@ def test_an_output_a_worker_cannot_see_is_named_as_such(tmp_path):
                        "must see the client's local paths"):
         save_blob(spec, "checkpoint/c0-it00000005/block_00000", {"x": 1})
     assert not (tmp_path / "elsewhere").exists()  # nothing made on the way
+
+
+def test_a_resumed_fit_reports_the_time_of_all_its_runs(tmp_path):
+    """A fit stopped and resumed reported (chain time, BIDResult.elapsed) the last run's
+    time only: the state a checkpoint keeps now carries the chain's time so far. The
+    first run here spends at least 1 s (0.1 s in each of its 10 callbacks); the resumed
+    run's 20 iterations of a 60 x 24 matrix take a small part of that (0.05 s here)."""
+    import time as _time
+
+    A = _matrix()
+    out = str(tmp_path / "r.zarr")
+    stop = stop_at(10)
+
+    def slow_then_stop(st):
+        _time.sleep(0.1)
+        stop(st)
+
+    with pytest.raises(StopFit):
+        bayesian_id(A, K, out=out, callback=slow_then_stop, **KW, **SYNC)
+    res = bayesian_id(A, K, out=out, resume=True, **KW, **SYNC)
+    assert res.elapsed >= 1.0, res.elapsed

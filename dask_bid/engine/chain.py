@@ -1071,14 +1071,26 @@ def refine(backend, cfg: ChainConfig, entropy: int, key, n_sweeps: int, chain: i
 def run_chain(backend, cfg: ChainConfig, entropy: int, chain: int = 0, J0=None,
               state: ClientState | None = None, callback=None) -> ChainOutput:
     """Run (or continue) one chain to ``cfg.n_iter`` iterations."""
-    t0 = time.perf_counter()
+    t = time.perf_counter()
     if state is None:
         state, norm_a2, n_obs = initial_state(backend, cfg, entropy, chain, J0)
     else:
         norm_a2, n_obs = backend.norm_a2, backend.n_obs
+
+    def tick():
+        # the chain's time so far, in the state itself: a checkpoint (written by the
+        # callback) carries it, so a fit stopped and resumed reports the time of all its
+        # runs (it counted only the last one)
+        nonlocal t
+        now = time.perf_counter()
+        state.elapsed += now - t
+        t = now
+
     while state.iteration < cfg.n_iter:
         step(backend, cfg, entropy, chain, state, norm_a2, n_obs)
+        tick()
         if callback is not None:
             callback(state)
-    state.elapsed += time.perf_counter() - t0
+            tick()
+    tick()
     return ChainOutput(state=state, norm_a2=norm_a2, n_obs=n_obs)
