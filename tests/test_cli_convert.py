@@ -115,17 +115,16 @@ def test_a_store_that_keeps_its_nan_is_fitted_masked(tmp_path, capsys):
 
 
 def test_a_table_is_not_read_as_triplets_by_default(tmp_path, capsys):
-    """An integer table's first three numbers would pass for (row, column, value)."""
+    """An integer table's first three numbers would pass for (row, column, value). A line
+    of more fields than a triplet holds (4) is a matrix, read as one and said (it was
+    refused, asking for --format dense, which nothing else could mean)."""
     src = tmp_path / "counts.csv"
     counts = np.random.default_rng(1).integers(1, 9, size=(5, 8))
     np.savetxt(src, counts, delimiter=",", fmt="%d")
     store = tmp_path / "c.zarr"
-    assert main(["convert", str(src), "--out", str(store)]) == 2
-    assert_one_line_error(capsys.readouterr().err, "8 fields on its first line",
-                          "--format dense")
-    assert _listing(tmp_path) == ["counts.csv"]
-    assert main(["convert", str(src), "--out", str(store), "--format", "dense",
-                 "--header", "no", "-q"]) == 0
+    assert main(["convert", str(src), "--out", str(store), "--header", "no"]) == 0
+    assert ("format       dense (8 fields on the first line: a matrix; --format triplets "
+            "--columns R,C,V reads triplets from it)") in capsys.readouterr().err
     np.testing.assert_array_equal(zarr.open_array(store, mode="r")[...], counts)
     # 3 or 4 fields (MovieLens' timestamp): a narrow matrix or triplets? Asked: read as
     # triplets by default, a 4-column matrix became a sparse store of other numbers than

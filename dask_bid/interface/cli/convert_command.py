@@ -59,6 +59,16 @@ def run(args):
         raise CLIError(f"{src!r} is not a file: dask-bid convert reads a .npy, text or "
                        "triplet file; a Zarr store is fitted as it is (to rechunk it: "
                        "dask.array.from_zarr(IN).rechunk((ROWS, COLS)).to_zarr(OUT)).")
+    from .sparse import _given_triplet_options
+
+    width = None if args.format is not None or _given_triplet_options(args) else \
+        _first_line_fields(src)
+    if width is not None and width[0] > _TRIPLET_FIELDS_MAX:
+        # more fields than a triplet line holds: a matrix, as `dask-bid fit` reads it (it
+        # was refused, asking for --format dense, which no other reading could mean)
+        say(f"format       dense ({width[0]} fields on the first line: a matrix; "
+            "--format triplets --columns R,C,V reads triplets from it)", quiet=args.quiet)
+        args.format = "dense"
     if _is_dense(args):
         return _convert_dense(args, src, dst)
     dense_only = [flag for flag, v in (("--fill-missing", args.fill_missing),
@@ -71,10 +81,8 @@ def run(args):
         raise CLIError(f"{', '.join(dense_only)} appl{'y' if len(dense_only) > 1 else 'ies'} "
                        f"to a dense matrix: pass --format dense to convert {src!r} as one "
                        "(or --format triplets without them).")
-    from .sparse import _given_triplet_options
-
     if args.format is None and not _given_triplet_options(args):
-        _refuse_a_table_read_either_way(src)
+        _refuse_a_table_read_either_way(src, width)
     from .sparse import convert_triplet_file
 
     args.format = "triplets"  # a parquet file, or a text file given a triplet option
@@ -87,26 +95,30 @@ def run(args):
 _TRIPLET_FIELDS_MAX = 4
 
 
-def _refuse_a_table_read_either_way(src):
-    """A text file given no --format and no triplet option: asked, never guessed. Read as
-    triplets by default (once the default), a 3- or 4-column matrix became a sparse store
-    of other numbers than the matrix `dask-bid fit` reads from the same file."""
+def _first_line_fields(src):
+    """(fields, separator) of a text file's first data line (a comment or blank line
+    aside), split as a triplet file of its suffix is; None for anything else."""
     from ..sparse_io import TRIPLET_SUFFIXES
 
     if is_url(src) or not os.path.isfile(src) or file_suffix(src) not in TEXT_SUFFIXES:
-        return
+        return None
     sep = TRIPLET_SUFFIXES[file_suffix(src)]
     with open(src, encoding="utf-8", errors="replace") as fh:
         for line in itertools.islice(fh, 50):
             if line.strip() and not line.lstrip().startswith("#"):
-                n = len(line.rstrip("\r\n").split(sep) if sep is not None else line.split())
-                break
-        else:
-            return
-    if n > _TRIPLET_FIELDS_MAX:
-        raise CLIError(f"{src!r} has {n} fields on its first line, a table rather than "
-                       "(row, column, value) triplets: pass --format dense to convert the "
-                       "matrix, or --format triplets --columns R,C,V to read those fields.")
+                return (len(line.rstrip("\r\n").split(sep) if sep is not None
+                            else line.split()), sep)
+    return None
+
+
+def _refuse_a_table_read_either_way(src, width):
+    """A text file of 1 to 4 fields a line given no --format and no triplet option:
+    asked, never guessed (wider ones are read as the matrix). Read as triplets by default
+    (once the default), a 3- or 4-column matrix became a sparse store of other numbers
+    than the matrix `dask-bid fit` reads from the same file."""
+    if width is None:
+        return
+    n, sep = width
     if n < 3:
         raise CLIError(f"{src!r} has {n} field{'s' if n > 1 else ''} on its first line "
                        f"(split by {sep or 'whitespace'!r}), not (row, column, value) "
