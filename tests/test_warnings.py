@@ -47,3 +47,18 @@ def _line():
     import sys
 
     return sys._getframe(1).f_lineno
+
+
+def test_a_warning_inside_a_pipeline_names_the_callers_line():
+    """A fit called by scikit-learn (a Pipeline, a search) pointed its ConvergenceWarning
+    at sklearn/pipeline.py, not at the user's line (docs/diagnostics.md)."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    A = planted(40, 12, 3, 0.1, 0)[0]
+    pipe = make_pipeline(StandardScaler(), BayesianID(3, n_iter=12, burn_in=4,
+                                                      random_state=0))
+    with pytest.warns(ConvergenceWarning) as rec:
+        line = _line() + 1
+        pipe.fit(A)
+    assert _where(rec, ConvergenceWarning) == {(__file__, line)}
