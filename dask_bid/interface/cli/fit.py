@@ -234,10 +234,9 @@ _STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None),
 def _stored_settings(out, params, args):
     """--resume without --n-iter continues to the stored fit's own n_iter (a finished
     fit is then only loaded): the default 1000 ran a finished 300-iteration fit on to
-    1000 and replaced it, as a seed left out takes the stored one; --burn-in and --thin
-    likewise. Without --missing, a
-    fit stored with --missing mask resumes with it (it was refused as "stored 'mask', now
-    'zero'", a zero never typed)."""
+    1000 and replaced it, as a seed left out takes the stored one; --burn-in, --thin and
+    --n-chains likewise. Without --missing, a fit stored with --missing mask resumes with
+    it (it was refused as "stored 'mask', now 'zero'", a zero never typed)."""
     from ...engine.fit import stored_fit
     from ..functional import DEFAULTS
 
