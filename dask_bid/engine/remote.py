@@ -51,13 +51,8 @@ def access_error(path, exc, *, output=False, write=False):
     _, bucket = bucket_of(path)
     what = "the output" if output else "the input"
     if isinstance(exc, StoreAccessError):  # says what was refused: a delete (_remove)
-        if not write:
-            return exc
-        return StoreAccessError(
-            f"cannot write {what} {str(path)!r}: {_one_line(exc).rstrip('.')}. The "
-            "credentials may not delete there (a read-only bucket or key, or a policy that "
-            "refuses deletes); use credentials that may write and delete, or another output "
-            "location.")
+        return StoreAccessError(f"cannot write {what} {str(path)!r}: {_one_line(exc)}") \
+            if write else exc
     if isinstance(exc, PermissionError):
         if write:
             return StoreAccessError(

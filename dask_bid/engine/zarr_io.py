@@ -167,8 +167,10 @@ def _remove(path, storage_options=None):
 
                     raise StoreAccessError(
                         f"could not delete {path!r}: {len(left)} object(s) are still there "
-                        f"(e.g. {left[0]!r}); the store refused the deletes. Delete them "
-                        "with the store's own tools, or write to another path.")
+                        f"(e.g. {fs.unstrip_protocol(left[0])!r}); the store refused the "
+                        "deletes (a read-only bucket or key, or a policy that refuses "
+                        "deletes): write to another path, or delete them with the store's "
+                        "own tools if you may.")
     elif os.path.isdir(path):
         shutil.rmtree(path)
     elif os.path.exists(path):
