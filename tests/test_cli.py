@@ -880,14 +880,17 @@ def test_resume_without_n_iter_takes_the_stored_fits(data, tmp_path, capsys):
 
     d, _, _ = data
     out = tmp_path / "o.zarr"
-    args = ["fit", str(d / "a.npy"), "--k", "3", "--out", str(out), *FAST]
+    args = ["fit", str(d / "a.npy"), "--k", "3", "--out", str(out), *FAST, "--init",
+            "0,1,2"]
     assert main(args) == 0
     before = read_result(str(out))
     capsys.readouterr()
     # FAST: --n-iter 40 --burn-in 10 --thin 2, all left out (a default --burn-in 200 was
     # refused against the stored --n-iter 40 in numbers never typed)
-    again = [a for i, a in enumerate(args) if a not in ("--n-iter", "--burn-in", "--thin")
-             and args[i - 1] not in ("--n-iter", "--burn-in", "--thin")] + ["--resume"]
+    # (--init of given columns left out too: refused as "stored [0, 1, 2], now 'auto'")
+    left_out = ("--n-iter", "--burn-in", "--thin", "--init")
+    again = [a for i, a in enumerate(args) if a not in left_out
+             and args[i - 1] not in left_out] + ["--resume"]
     assert main(again) == 0
     err = capsys.readouterr().err
     assert "resume       --n-iter 40, --burn-in 10, --thin 2: the stored fit's (not given" in err

@@ -532,6 +532,11 @@ def test_an_overwrite_the_store_refuses_to_delete_is_refused(s3, s3_input, tmp_p
             bayesian_id(url, K, out=out, overwrite=True, storage_options=so,
                         callback=calls.append, **{**FEW, "random_state": 9})
         assert calls == [] and "may read but not write" not in str(info.value)
+        # keep_final_state=False could not delete its checkpoints: said, not silent
+        with pytest.warns(RuntimeWarning, match="could not be deleted .*refused the "
+                          "deletes"):
+            bayesian_id(url, K, out=f"s3://{bucket}/nf.zarr", storage_options=so,
+                        keep_final_state=False, **FEW)
         capsys.readouterr()
         np.save(tmp_path / "a.npy", _matrix(seed=2))  # another matrix: converted again
         assert main([*conv, "--overwrite"]) == 2

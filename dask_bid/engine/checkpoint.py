@@ -263,3 +263,8 @@ class Checkpointer:
         g = self.spec.group()
         if "checkpoint" in g:
             del g["checkpoint"]
+            if not self.spec.local and "checkpoint" in self.spec.group(mode="r"):
+                # an object store that refuses deletes (Zarr's delete drops the refusals)
+                warn(f"the checkpoints of {self.spec.root!r} could not be deleted (the store "
+                     "refused the deletes): they stay, and take their space.",
+                     RuntimeWarning)

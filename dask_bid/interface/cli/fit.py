@@ -236,7 +236,8 @@ def _stored_settings(out, params, args):
     fit is then only loaded): the default 1000 ran a finished 300-iteration fit on to
     1000 and replaced it, as a seed left out takes the stored one; --burn-in, --thin and
     --n-chains likewise. Without --missing, a fit stored with --missing mask resumes with
-    it (it was refused as "stored 'mask', now 'zero'", a zero never typed)."""
+    it (it was refused as "stored 'mask', now 'zero'", a zero never typed), and without
+    --init one started from given columns resumes from them."""
     from ...engine.fit import stored_fit
     from ..functional import DEFAULTS
 
@@ -256,6 +257,9 @@ def _stored_settings(out, params, args):
             "continues a finished fit)", quiet=args.quiet)
     if args.missing is None and stored.get("missing") == "mask":
         params["missing"] = "mask"
+    if args.init is None and isinstance(stored.get("init"), list):
+        # the columns it started from (refused as "stored [0, 1, 2], now 'auto'")
+        params["init"] = [int(j) for j in stored["init"]]
 
 
 def _validate_early(k, params, n_cols, resume_at=None):
@@ -688,8 +692,8 @@ def add_parser(sub):
     fit.add_argument("--resume", action="store_true",
                      help="continue the fit stored at OUT: an interrupted one from its last "
                      "checkpoint; a finished one to a larger --n-iter or --n-chains (else it "
-                     "is only loaded). Left-out --n-iter, --burn-in, --thin, --n-chains and "
-                     "--seed are the stored fit's")
+                     "is only loaded). Left-out --n-iter, --burn-in, --thin, --n-chains, "
+                     "--seed and given --init columns are the stored fit's")
     fit.add_argument("--overwrite", action="store_true",
                      help="replace an existing OUT (a failed fit is replaced without it)")
     fit.add_argument("--no-final-state", action="store_true",
