@@ -233,8 +233,7 @@ class BayesianID:
         The reported W for the reported basis: the posterior mean, the posterior mode
         given the basis and sigma^2 (iterated conditional modes, converged; sigma^2 the
         mean of the ``refine_sweeps`` draws with the basis fixed, else ``sigma2_``), or
-        the exact
-        box-constrained least squares, the W with |W| <= 1 that minimises
+        the exact box-constrained least squares, the W with |W| <= 1 that minimises
         ||A - C W||^2 (the posterior mode under a flat prior on the box; the lowest
         error any W with the bounds can reach with this basis).
     random_state : None, int, SeedSequence, Generator or RandomState
@@ -491,7 +490,7 @@ class BayesianID:
         reconstruction, the missing ones of A included (an imputation).
         """
         self._check_fitted()
-        return reconstruct(C, self.components_, masked=str(self.missing).lower() == "mask")
+        return reconstruct(C, self.components_, masked=self._masked)
 
     def fit_transform(self, A, y=None, **fit_kwargs):
         """``fit(A)`` then ``transform(A)``."""
@@ -506,10 +505,15 @@ class BayesianID:
         return self.result_.to_inference_data()
 
     # -- scikit-learn protocol (see docs/sklearn.md) ----------------------------------------
+    @property
+    def _masked(self) -> bool:
+        """``missing="mask"`` (any case): NaN marks a missing entry."""
+        return str(self.missing).lower() == "mask"
+
     def _sparse_in_mask(self, A):
         """A scipy.sparse ``A`` for a ``missing="mask"`` model (the input its fit takes:
         the stored entries are the observed ones), its column count checked."""
-        if not (is_scipy_sparse(A) and str(self.missing).lower() == "mask"):
+        if not (is_scipy_sparse(A) and self._masked):
             return False
         check_features(self, A)
         return True
@@ -525,12 +529,12 @@ class BayesianID:
         src = as_matrix_source(A)
         check_features(self, A, src.shape[1])
         if mask is not None:
-            if str(self.missing).lower() != "mask":
+            if not self._masked:
                 raise ParameterError("mask= marks the observed entries, which only "
                                      "missing='mask' uses: this model was fitted with "
                                      f"missing={self.missing!r}.")
             src = with_mask(src, mask)
-        if src.kind == "numpy" and str(self.missing).lower() != "mask":
+        if src.kind == "numpy" and not self._masked:
             finite = np.isfinite(src.array)
             if not finite.all():
                 from .._errors import NonFiniteInputError
@@ -584,7 +588,7 @@ class BayesianID:
             return -sparse_reconstruction_mse(A, self.columns_, self.components_)
         src = self._checked_source(A, mask)
         return -reconstruction_mse(src, self.columns_, self.components_,
-                                   masked=str(self.missing).lower() == "mask")
+                                   masked=self._masked)
 
     def get_feature_names_out(self, input_features=None):
         """Names of the columns ``transform`` returns: the input names at ``columns_``.
@@ -602,7 +606,7 @@ class BayesianID:
         return feature_names_out(self, input_features)
 
     def __sklearn_tags__(self):
-        masked = str(self.missing).lower() == "mask"
+        masked = self._masked
         # missing="mask" fits sparse input too (its stored entries observed, docs/sparse.md)
         return estimator_tags(allow_nan=masked, sparse=masked)
 

@@ -156,19 +156,26 @@ def _convert_triplets_once(src, dst, args, quiet):
         _check_empty_columns(dst, src, args, made=False)
         say(f"input        {dst} (converted from {src} before; unchanged)", quiet=quiet)
         return dst
+    # a fit replaces its own earlier conversion of this file (any options) freely
+    _convert(src, dst, args, quiet, overwrite=args.overwrite or _ours(dst, src))
+    return dst
+
+
+def _convert(src, dst, args, quiet, overwrite):
+    """The conversion itself, for ``fit`` and ``convert``: refused where it would
+    replace another conversion or a store a fit reads, then said with its header's
+    fields; columns a fit would refuse are said at once."""
+    from ...engine.lock import refuse_if_read
     from ..sparse_io import convert_triplets
 
-    _refuse_another_conversion(dst, src, args)
-    from ...engine.lock import refuse_if_read
-
+    _refuse_another_conversion(dst, src, args)  # says which options differ
     refuse_if_read(dst)  # a store a fit reads (none there, or unread: passes)
-    overwrite = args.overwrite or _ours(dst, src)
     res = convert_triplets(src, dst, overwrite=overwrite, quiet=quiet, **_triplet_kw(args))
     _check_empty_columns(dst, src, args, made=True)
-    say(f"converted    {src} -> {dst} ({res.nnz} observed of {res.shape[0]} x "
-        f"{res.shape[1]}, {res.nnz / (res.shape[0] * res.shape[1]):.3%})", quiet=quiet)
+    M, N = res.shape
+    say(f"converted    {src} -> {dst} ({res.nnz} observed of {M} x {N}, "
+        f"{res.nnz / (M * N):.3%})", quiet=quiet)
     _say_fields(src, args, quiet)
-    return dst
 
 
 def _refuse_another_conversion(dst, src, args):
@@ -329,8 +336,6 @@ def sparse_info_lines(info):
 
 def convert_triplet_file(args):
     """``dask-bid convert --format triplets``: a triplet file into a sparse store, once."""
-    from ..sparse_io import convert_triplets
-
     check_sparse_options(args)
     src, dst = args.input, args.out
     if is_url(src) or not os.path.isfile(src):
@@ -342,17 +347,7 @@ def convert_triplet_file(args):
         if not args.quiet:
             print(f"reusing {dst} (already converted from {src})", file=sys.stderr)
         return 0
-    _refuse_another_conversion(dst, src, args)  # says which options differ
-    from ...engine.lock import refuse_if_read
-
-    refuse_if_read(dst)  # a store a fit reads (none there, or unread: passes)
-    res = convert_triplets(src, dst, overwrite=args.overwrite, quiet=args.quiet,
-                           **_triplet_kw(args))
-    _check_empty_columns(dst, src, args, made=True)
-    M, N = res.shape
-    say(f"converted    {src} -> {dst} ({res.nnz} observed of {M} x {N}, "
-        f"{res.nnz / (M * N):.3%})", quiet=args.quiet)
-    _say_fields(src, args, args.quiet)
+    _convert(src, dst, args, args.quiet, overwrite=args.overwrite)
     return 0
 
 
