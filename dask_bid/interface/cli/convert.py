@@ -146,7 +146,6 @@ def release_held():
             os.close(_HELD.pop())
 
 
-
 @contextlib.contextmanager
 def conversion_lock(dst, quiet):
     """Hold the lease of ``dst`` (engine/lock.py), waiting while another process holds

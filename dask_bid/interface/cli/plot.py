@@ -125,8 +125,6 @@ def run(args):
     return 0
 
 
-
-
 def error_k_axes(results):
     """The error-against-K figure of stored fits: a masked fit's MSE over its observed
     entries, as ``info`` headlines it (the MSE over all entries counts the unobserved
