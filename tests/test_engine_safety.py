@@ -1322,8 +1322,10 @@ def test_an_output_a_worker_cannot_see_is_named_as_such(tmp_path):
 def test_a_resumed_fit_reports_the_time_of_all_its_runs(tmp_path):
     """A fit stopped and resumed reported (chain time, BIDResult.elapsed) the last run's
     time only: the state a checkpoint keeps now carries the chain's time so far. The
-    first run here spends at least 1 s (0.1 s in each of its 10 callbacks); the resumed
-    run's 20 iterations of a 60 x 24 matrix take a small part of that (0.05 s here)."""
+    first run here spends 0.1 s in each of its 10 callbacks; iteration 10's checkpoint is
+    saved before its callback, so it carries at least 0.9 s (9 callbacks; 0.994 s was
+    seen). The resumed run's 20 iterations of a 60 x 24 matrix take a small part of that
+    (0.05 s here), so a fit reporting only its last run fails."""
     import time as _time
 
     A = _matrix()
@@ -1337,4 +1339,4 @@ def test_a_resumed_fit_reports_the_time_of_all_its_runs(tmp_path):
     with pytest.raises(StopFit):
         bayesian_id(A, K, out=out, callback=slow_then_stop, **KW, **SYNC)
     res = bayesian_id(A, K, out=out, resume=True, **KW, **SYNC)
-    assert res.elapsed >= 1.0, res.elapsed
+    assert res.elapsed >= 0.9, res.elapsed
