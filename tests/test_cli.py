@@ -783,6 +783,22 @@ def test_plot_command_error_vs_k(data, tmp_path, capsys):
     assert_one_line_error(capsys.readouterr().err, "two RESULTs here share a name")
 
 
+def test_an_autocorrelation_of_sigma2_instead_of_w_is_said(data, tmp_path, capsys):
+    """With no W draws kept (``n_trace_columns=0``) the autocorrelation figure falls back
+    to sigma²: the figure's title said so, the line naming the file did not."""
+    from dask_bid import bayesian_id
+
+    _, A, _ = data
+    out = tmp_path / "nw.zarr"
+    bayesian_id(A, 3, out=str(out), n_iter=40, burn_in=10, n_trace_columns=0,
+                random_state=3, client="synchronous")
+    assert main(["plot", str(out), "--kind", "autocorr,trace"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [f"plot         {tmp_path / 'nw.autocorr.png'}  (of sigma², not W: the "
+                     "fit kept no column's W draws (n_trace_columns=0 and no --trace-columns))",
+                     f"plot         {tmp_path / 'nw.trace.png'}"], lines
+
+
 # ----------------------------------------------------------------------------- processes
 
 def test_console_script_is_installed():

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from ._core import CLIError
+from ._core import CLIError, cli_words
 
 __all__ = ["PLOT_KINDS", "parse_plot_kinds", "plot_stem", "write_plots", "plot_paths",
            "check_png_replaceable", "save_png", "PNG_MARK"]
@@ -79,7 +79,8 @@ def plot_stem(out):
 
 
 def write_plots(res, kinds, stem, *, dpi=110):
-    """Write one PNG per kind as ``<stem>.<kind>.png``; returns the paths written and,
+    """Write one PNG per kind as ``<stem>.<kind>.png``; returns the paths written (the
+    autocorrelation's with a note when it fell back to sigma²) and,
     for each kind that cannot be drawn from this result (too few draws), ``(kind,
     reason)``: the others are written all the same. A file there that dask-bid did not
     write is refused before anything is drawn."""
@@ -92,14 +93,18 @@ def write_plots(res, kinds, stem, *, dpi=110):
 
     written, skipped = [], []
     for kind in kinds:
+        note = ""
         try:
             try:
                 ax = funcs[kind](res)
-            except ParameterError:
+            except ParameterError as exc:
                 if kind != "autocorr":
                     raise
-                # too few W draws of the reported basis: sigma^2 is defined for every draw
+                # too few W draws of the reported basis: sigma^2 is defined for every
+                # draw. The figure's title says sigma^2; the line written says why.
                 ax = plots.plot_autocorrelation(res, quantity="sigma2")
+                why = cli_words(str(exc).split(": ", 1)[-1].split(". ")[0])
+                note = f"  (of sigma², not W: {why})"
         except ParameterError as exc:
             skipped.append((kind, str(exc)))
             plots.close("all")
@@ -108,5 +113,5 @@ def write_plots(res, kinds, stem, *, dpi=110):
         path = f"{stem}.{kind}.png"
         save_png(fig, path, dpi=dpi, bbox_inches="tight")
         plots.close(fig)
-        written.append(path)
+        written.append(path + note)
     return written, skipped
