@@ -981,7 +981,11 @@ def test_interrupt_then_resume_gives_the_uninterrupted_fit(data, tmp_path, capsy
     # the checkpoint cadence does not change the draws: the resumed and the reference
     # runs checkpoint rarely (a checkpoint costs more than five iterations here)
     rare = ["--checkpoint-every", "200"]
-    assert main([*shlex.split(again)[1:], "-q", *rare]) == 0
+    capsys.readouterr()
+    assert main([*shlex.split(again)[1:], *rare]) == 0
+    # its chain time covers both runs (kept in the checkpoint), and says so
+    assert re.search(r"\nchain time   [\d.]+ s sampling, all runs of the fit\n",
+                     capsys.readouterr().out)
     ref_out = tmp_path / "ref.zarr"
     assert main([str(a) if a != out else str(ref_out) for a in base] + ["-q", *rare]) == 0
     assert_same_trace(open_result(out).trace_, open_result(ref_out).trace_)

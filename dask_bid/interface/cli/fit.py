@@ -452,7 +452,7 @@ def run(args):
                 quiet=args.quiet)
     wall = time.perf_counter() - t0
     # a converted text file's header names the selected columns (res.feature_names)
-    lines = result_lines(res, seed=True) + [
+    lines = result_lines(res, seed=True, resumed=bool(args.resume)) + [
         f"wall time    {wall:.1f} s (sampling, summary and output)",
                                  f"result       {out}"]
     more = _continue_line(res, getattr(args, "argv", None), full["n_iter"])

@@ -18,11 +18,13 @@ def accepted_line(share) -> str:
             "basis has settled, or that a chain is stuck: compare chains)")
 
 
-def chain_time_line(seconds, n_chains, continued=False) -> str:
+def chain_time_line(seconds, n_chains, continued=False, resumed=False) -> str:
     """Sampling time summed over the chains (they may run side by side: compare the wall
-    time for what the run took), and over the runs of a continued fit."""
+    time for what the run took), and over the runs of a continued or resumed fit (the
+    chain's time is kept in its checkpoints)."""
     per = "" if n_chains == 1 else f", summed over {n_chains} chains"
-    runs = ", all runs of the continued fit" if continued else ""
+    runs = (", all runs of the continued fit" if continued else
+            ", all runs of the fit" if resumed else "")
     return f"chain time   {seconds:.1f} s sampling{per}{runs}"
 
 
@@ -127,10 +129,11 @@ def shown_names(picked) -> str:
                                      else "")
 
 
-def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
+def result_lines(res, *, planted=None, names=None, seed=False, resumed=False) -> list[str]:
     """A few human-readable lines about a BIDResult; ``names``: the input's column names
     (default: the fit's ``feature_names``), printed for the selected columns; ``seed``:
-    a line with the seed, for ``fit`` (whose --seed repeats the fit with it)."""
+    a line with the seed, for ``fit`` (whose --seed repeats the fit with it); ``resumed``:
+    the fit was asked to resume (its chain time may cover several runs)."""
     from ...engine.summary import judged_sampler
 
     p = res.params
@@ -161,7 +164,7 @@ def result_lines(res, *, planted=None, names=None, seed=False) -> list[str]:
         accepted_line(float(np.mean(res.trace["accepted"]))),
         convergence_line(conv, judged_sampler(p)),
         chain_time_line(res.elapsed, n_chains,
-                        getattr(res, "continued_from", None) is not None),
+                        getattr(res, "continued_from", None) is not None, resumed),
     ]
     note = unvisited_basis_line(res.draws_columns, res.n_draws_point)
     if note is not None:
