@@ -715,6 +715,19 @@ def test_demo_refuses_a_scheduler_that_is_no_address_before_writing(tmp_path, ca
     assert not out.exists()
 
 
+def test_a_triplet_file_counting_from_0_read_from_1_names_the_flag_once(tmp_path, capsys):
+    """The library's advice names both spellings ("index_base=0 (--index-base 0)"); the
+    command line names the flag alone."""
+    src = tmp_path / "r.txt"
+    src.write_text("0 0 1.5\n1 2 2.5\n2 1 3.5\n")
+    assert main(["convert", str(src), "--format", "triplets", "--index-base", "1", "--out",
+                 str(tmp_path / "r.zarr"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert_one_line_error(err, "index 0 is below the first index 1; pass --index-base 0 if "
+                          "the file counts from 0.")
+    assert "index_base" not in err
+
+
 def test_a_triplet_file_counting_from_1_read_with_and_without_index_base(tmp_path, capsys):
     """convert refuses it as fit does (and leaves no store), info notes it, and
     --index-base 1 fits it."""

@@ -126,6 +126,7 @@ def _flag_words(text: str) -> str:
         "the weak-ID (-2, 2)", "the weak-ID --bounds -2 2")
     # a message naming both spellings of the triplet options keeps the flags only
     text = text.replace("(sep=, columns=; --sep, --columns)", "(--sep, --columns)")
+    text = re.sub(r"index_base=([01]) \(--index-base \1\)", r"--index-base \1", text)
     # the command line replaces a failed fit of its own without --overwrite
     text = text.replace("Fix the cause and fit again (overwrite=True)",
                         "Fix the cause and run the same dask-bid fit again (it replaces a "
