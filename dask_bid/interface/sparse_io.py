@@ -256,9 +256,13 @@ def _chunks(path, sep, columns, header, quiet):
 
 
 def _num(x) -> str:
-    """``x`` as written, all its digits (1.0000001 was said as 1, an integer)."""
-    short = f"{float(x):g}"
-    return short if float(short) == x else repr(float(x))
+    """``x`` as written, all its digits (1.0000001 was said as 1, an integer; 2**53 as
+    9007199254740992.0)."""
+    x = float(x)
+    if x.is_integer() and abs(x) < 1e17:
+        return str(int(x))
+    short = f"{x:g}"
+    return short if float(short) == x else repr(x)
 
 
 #: a triplet file's row and column indices are below this: 2**53, up to which float64
