@@ -128,8 +128,11 @@ def test_a_sparse_store_is_fitted_as_it_is(tmp_path, capsys):
 @pytest.mark.parametrize("extra,fragments", [
     (["--format", "triplets", "--missing", "zero"],
      ["is a triplet file: its absent entries are unobserved, not zero; drop --missing zero"]),
-    (["--missing", "mask", "--shape", "3,3"], ["--shape describes a triplet file: pass "
-                                               "--format triplets too"]),
+    # a triplet option implies --format triplets, as for convert (it was refused)
+    (["--missing", "mask", "--shape", "3,3"],
+     ["line 1: entry (row 3, column 1) lies outside the shape 3 x 3"]),
+    (["--missing", "mask", "--format", "dense", "--shape", "3,3"],
+     ["--shape describes a triplet file: pass --format triplets too"]),
     (["--missing", "mask", "--format", "triplets", "--shape", "3,3"],
      ["line 1: entry (row 3, column 1) lies outside the shape 3 x 3"]),
     (["--missing", "mask", "--format", "triplets", "--shape", "4,4"],
@@ -175,6 +178,33 @@ def test_the_headers_names_of_the_fields_read_are_said(tmp_path, capsys):
                  "--index-base", "1", "--columns", "2,1,3"]) == 0
     assert ("fields       row 'user', column 'item', value 'rating' (columns 2,1,3 of the "
             "Parquet file; --columns R,C,V reads others)") in capsys.readouterr().err
+
+
+def test_a_parquet_file_or_a_triplet_option_means_triplets_for_fit_and_info(tmp_path,
+                                                                          capsys):
+    """As for convert: fit and info of a Parquet file, or of a text file given a triplet
+    option, read triplets (they were refused, asking for --format triplets)."""
+    src = tmp_path / "ratings.tsv"
+    A = _triplets(src)
+    n = int((~np.isnan(A)).sum())
+    assert main(["info", str(src), "--index-base", "1"]) == 0
+    assert f"observed   {n} of 480 entries" in capsys.readouterr().out
+    assert main(["fit", str(src), "--k", str(K), "--out", str(tmp_path / "f.zarr"), *FAST,
+                 "--index-base", "1", "-q"]) == 0
+    res = read_result(str(tmp_path / "f.zarr"))
+    assert res.params["missing"] == "mask"
+    np.testing.assert_array_equal(np.asarray(res.C), A[:, res.columns])
+    pa = pytest.importorskip("pyarrow", reason="the [parquet] extra (pyarrow) is needed")
+    import pyarrow.parquet as pq
+
+    r, c = np.nonzero(~np.isnan(A))
+    pq.write_table(pa.table({"user": r, "item": c, "rating": A[r, c]}),
+                   tmp_path / "m.parquet")
+    assert main(["fit", str(tmp_path / "m.parquet"), "--k", str(K), "--out",
+                 str(tmp_path / "p.zarr"), *FAST, "-q"]) == 0
+    assert_same_chain(read_result(str(tmp_path / "p.zarr")), res)
+    assert main(["info", str(tmp_path / "m.parquet")]) == 0
+    assert f"observed   {n} of 480 entries" in capsys.readouterr().out
 
 
 def test_a_triplet_file_of_the_same_name_from_another_folder_is_named(tmp_path, capsys):

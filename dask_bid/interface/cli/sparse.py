@@ -52,8 +52,9 @@ def _sep(text):
 #: ``--format``'s help for ``fit`` and ``info``
 FORMAT_HELP = ("triplets: INPUT holds one observed entry per line, ROW COL VALUE (csv, tsv, "
                "whitespace text, or parquet with the [parquet] extra); absent entries are "
-               "unobserved (fitted with --missing mask). Default: dense for files; a sparse "
-               "store is recognised")
+               "unobserved (fitted with --missing mask). Default: triplets for a parquet file "
+               "or where a triplet option (--sep, --columns, --shape, --index-base) is "
+               "given, else dense for files; a sparse store is recognised")
 
 
 def add_sparse_options(parser, format_help=FORMAT_HELP):
@@ -86,11 +87,18 @@ def _given_triplet_options(args):
 
 
 def check_sparse_options(args):
-    """Refuse triplet options without ``--format triplets``."""
+    """Without ``--format``, a Parquet file, or a text file given a triplet option, is a
+    triplet file (``args.format`` is set: ``fit`` and ``info`` read it as ``convert``
+    does; ``fit X.parquet`` was refused, asking for --format triplets). Refuse triplet
+    options with anything else: a store, a .npy, ``--format dense``."""
     given = _given_triplet_options(args)
+    src = getattr(args, "input", None) or getattr(args, "path", None)
+    if (args.format is None and src is not None and not is_url(src)
+            and os.path.isfile(src) and file_suffix(src) != ".npy"
+            and (given or file_suffix(src) == ".parquet")):
+        args.format = "triplets"
     if given and args.format != "triplets":
         verb = "describes" if len(given) == 1 else "describe"
-        src = getattr(args, "input", None) or getattr(args, "path", None)
         if src is not None and (is_url(src) or os.path.isdir(src)):
             # a store already holds its shape and indices (--format triplets then said
             # "reads a local file", a circle of advice)
