@@ -306,19 +306,24 @@ def test_a_prior_that_outweighs_the_data_is_said(engine):
     """Data in small units (1e-3 here: sum of A^2 ~ 0.003) with the default beta_sigma=1,
     meant for standardised data: sigma^2 stays at the prior's scale (~1e-3, where the
     noise variance is ~1e-8) without a word before. Said, with the mean of A^2 as the
-    beta_sigma to pass; the same data standardised (or beta_sigma on its scale): silent."""
+    beta_sigma to pass, once, after the first iteration (it came at the end of a fit);
+    the same data standardised (or beta_sigma on its scale): silent."""
     A = low_rank(7) * 1e-3
     fit_kw = {"client": "synchronous"} if engine else {}
     kw = dict(n_iter=30, burn_in=10, random_state=0)
     mean_sq = float(np.mean(A**2))
+    seen = []  # (iteration, warnings so far): said after the first iteration, once
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         with pytest.warns(UserWarning, match=r"beta_sigma=1 \(the scale of sigma\^2's prior, "
                           r"in A's units squared\) exceeds half the sum of A\^2 \("
                           f"{A.size * mean_sq / 2:.3g}" r"\).*\(e\.g\. beta_sigma="
-                          f"{mean_sq:.3g}, the mean of A"):
-            est = BayesianID(K, **kw).fit(A, **fit_kw)
+                          f"{mean_sq:.3g}, the mean of A") as got:
+            est = BayesianID(K, n_chains=2, **kw).fit(
+                A, callback=lambda st: seen.append((st.iteration, len(got))), **fit_kw)
         assert est.sigma2_ > 100 * mean_sq  # the prior's scale, not the noise's
+        assert [n for it, n in seen if it == 1] == [1, 1], seen  # at the start, not the end
+        assert len([w for w in got if "outweighs" in str(w.message)]) == 1
         warnings.simplefilter("error", UserWarning)
         warnings.simplefilter("ignore", ConvergenceWarning)
         fitted = BayesianID(K, beta_sigma=mean_sq, **kw).fit(A, **fit_kw)

@@ -857,7 +857,13 @@ class _Fit:
         fit asked again) and return None."""
         import dask.array as da
 
-        from .summary import candidate_memory, chain_config, summarise, traced_columns
+        from .summary import (
+            PriorCheck,
+            candidate_memory,
+            chain_config,
+            summarise,
+            traced_columns,
+        )
 
         src, p, group, layout = self.src, scale_params(self.p, scale), self.group, self.layout
         M, N = src.shape
@@ -915,6 +921,7 @@ class _Fit:
                     # no checkpoint of a chain that read a changed input: a resume (after
                     # the input is restored) would carry the other matrix's draws on
                     ckpt.before_save = self.watch.check
+                    said = PriorCheck(p)
                     runners, starts = [], []
                     for c in range(p["n_chains"]):
                         be = Backend(source, ex, trace_cols=trace_cols, chain=c)
@@ -923,7 +930,8 @@ class _Fit:
                         backends.append(be)
                         runners.append(_ChainRunner(be, cfg, self.entropy, c, ckpt,
                                                     self.every,
-                                                    in_user_units(self.callback, scale),
+                                                    said.watching(be, in_user_units(
+                                                        self.callback, scale)),
                                                     stop=latch.check))
                     self._start(ex, source, backends, scale)
                     for c, runner in enumerate(runners):
@@ -943,7 +951,7 @@ class _Fit:
                     # all it needs of the mask, which the engine never holds whole
                     n_obs = np.asarray(outputs[0].n_obs) if masked else None
                     res = summarise(p, outputs, backends, self.entropy, (M, N), trace_cols,
-                                    backends[0].final_sse, mask=n_obs)
+                                    backends[0].final_sse, mask=n_obs, prior_check=said)
                     res.n_recoveries = sum(r.n_recoveries for r in runners)
                     res.feature_names = self.meta.get("feature_names")
                     res.sample_names = self.meta.get("sample_names")

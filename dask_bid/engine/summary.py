@@ -7,6 +7,7 @@ their protocol (``posterior``, ``traces``, ``init_blocks`` for refinement).
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from .result import TRACE_DTYPE, BIDResult
 __all__ = ["chain_config", "summarise", "versions", "SAMPLER_MOVES", "n_tries_for",
            "n_candidates_for", "candidate_row_bytes", "cluster_memory", "candidate_memory",
            "pool_for", "POOL_MIN_COLUMNS", "POOL_SIZE", "POOL_DRAWS", "EXACT_SAMPLERS",
-           "judged_sampler",
+           "judged_sampler", "PriorCheck",
            "failed_convergence"]
 
 #: the samplers whose chains target the posterior p(J, W, sigma^2 | A); a fit of one of
@@ -333,7 +334,36 @@ def _warn_if_prior_outweighs_data(p, norm_a2, n_obs):
          f"pass beta_sigma on A's scale{hint}; docs/errors.md, 'Scale').", UserWarning)
 
 
-def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=None):
+class PriorCheck:
+    """The prior-outweighs-data warning of one fit, said once: after a chain's first
+    iteration (``watching``: where ||A||^2 is first known, so a long fit says it at its
+    start, not hours later at its summary), or at the summary (a resumed fit with no
+    iteration left)."""
+
+    def __init__(self, p):
+        self.p = p
+        self.done = False
+        self._lock = threading.Lock()
+
+    def __call__(self, norm_a2, n_obs):
+        with self._lock:  # chains run side by side: the first says it, the others wait
+            if not self.done:
+                _warn_if_prior_outweighs_data(self.p, norm_a2, n_obs)
+                self.done = True
+
+    def watching(self, backend, callback=None):
+        """``callback`` (a chain's, or None), checking the prior first, with ``backend``'s
+        ||A||^2."""
+        def cb(state):
+            if not self.done:
+                self(backend.norm_a2, backend.n_obs)
+            if callback is not None:
+                callback(state)
+        return cb
+
+
+def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=None,
+              prior_check=None):
     """Point estimate and summaries of finished chains (see ``bayesian_id``'s Notes).
 
     ``sse_fn(cols, W, held)`` returns (SSE over all entries, SSE over observed ones or
@@ -391,7 +421,7 @@ def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=Non
         # deficient; a random or given start computes neither, so the reported basis is
         # checked itself (its Gram, which the blocks hold for it: one round trip)
         _warn_if_rank_deficient(backends[0].gram(cols), M, K)
-    _warn_if_prior_outweighs_data(p, outputs[0].norm_a2, outputs[0].n_obs)
+    (prior_check or PriorCheck(p))(outputs[0].norm_a2, outputs[0].n_obs)
     sse_all, sse_obs = sse_fn(cols, W, held)
     trace = np.empty((len(outputs), p["n_iter"]), dtype=TRACE_DTYPE)
     for c, o in enumerate(outputs):

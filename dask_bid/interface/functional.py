@@ -11,7 +11,7 @@ from ..engine.fit import ENGINE_DEFAULTS, check_callback
 from ..engine.inputs import as_matrix_source, with_mask
 from ..engine.memory import MaskedMemoryBackend, MemoryBackend
 from ..engine.scaling import fit_scaled_in_memory
-from ..engine.summary import chain_config, summarise, traced_columns
+from ..engine.summary import PriorCheck, chain_config, summarise, traced_columns
 from ..kernels.rng import root_entropy
 from ._params import columns_by_name, validate_params
 from ._sklearn import feature_names, sample_names
@@ -381,9 +381,12 @@ def _fit_memory(X, p, mask=None, callback=None) -> BIDResult:
     backends = [MemoryBackend(X, **opts) if mask is None else MaskedMemoryBackend(X, mask, **opts)
                 for _ in range(p["n_chains"])]
 
+    said = PriorCheck(p)
+
     def chain(c):
         return run_chain(backends[c], cfg, entropy, chain=c,
-                         J0=_initial_columns(X, p, entropy, c), callback=callback)
+                         J0=_initial_columns(X, p, entropy, c),
+                         callback=said.watching(backends[c], callback))
 
     # chains are independent streams: run them side by side (the kernels release the GIL)
     if p["n_chains"] > 1:
@@ -395,7 +398,8 @@ def _fit_memory(X, p, mask=None, callback=None) -> BIDResult:
         outputs = [chain(0)]
     try:
         return summarise(p, outputs, backends, entropy, (M, N), trace_cols,
-                          lambda cols, W, held: backends[0].sse(cols, W), mask=mask)
+                          lambda cols, W, held: backends[0].sse(cols, W), mask=mask,
+                          prior_check=said)
     finally:
         for be in backends:
             be.close()
