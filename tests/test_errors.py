@@ -679,6 +679,29 @@ def test_a_string_that_is_no_scheduler_address_is_refused_first(client, fragment
     assert "\n" not in str(info.value) and not out.exists()
 
 
+@pytest.mark.parametrize("closed", ["client", "cluster"])
+def test_a_closed_client_is_refused_in_one_line(closed, tmp_path):
+    """A notebook's "close" cell run again: every later fit failed with a bare
+    ``KeyError: 'workers'`` (the version check's scheduler_info of a closed client)."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                           dashboard_address=":0")
+    client = Client(cluster, set_as_default=False)
+    (client if closed == "client" else cluster).close()
+    out = tmp_path / "out.zarr"
+    try:
+        for X in (np.ones((6, 4)), str(tmp_path / "no-such-input.zarr")):
+            with pytest.raises(ParameterError, match=r"^client is a distributed\.Client that "
+                               r"is closed \(it, or its cluster, was closed\): start a new "
+                               "Client"):
+                bayesian_id(X, 2, client=client, out=str(out), **FAST)
+        assert not out.exists()
+    finally:
+        client.close()
+        cluster.close()
+
+
 def test_a_refused_address_leaves_no_hanging_client_behind():
     """distributed's half-made Client, left by a malformed address, printed a TimeoutError
     traceback from its __del__ when the interpreter exits (after waiting 10 s)."""

@@ -404,8 +404,16 @@ def check_client_arg(client):
 
     ``distributed.Client`` fails on such a string only while connecting, and the half-made
     client then hangs the interpreter's exit for 10 s with a traceback (its ``__del__``):
-    hence this check, with a message that says what was probably meant.
+    hence this check, with a message that says what was probably meant. A ``Client``
+    that was closed (or whose cluster was: its status is then "closed" too) is refused
+    here as well: it failed later with a bare ``KeyError: 'workers'``.
     """
+    status = getattr(client, "status", None)
+    if not isinstance(client, str) and status in ("closing", "closed", "failed"):
+        raise ParameterError(
+            f"client is a distributed.Client that is {status} (it, or its cluster, was "
+            "closed): start a new Client, or pass client=None (a local cluster started and "
+            "stopped here) or client='synchronous' (this process).")
     if not isinstance(client, str) or client.lower() in _SYNC_NAMES:
         return
     from distributed.comm import registry
