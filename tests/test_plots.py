@@ -77,6 +77,11 @@ def test_trace_draws_every_chain(fit, tmp_path):
         masked = bayesian_id(np.where(A > 1.0, np.nan, A), 3, missing="mask", n_iter=30,
                              burn_in=10, random_state=0)
     assert plot_trace(masked)[0].get_ylabel() == "MSE (observed entries)"
+    # and the overview's title headlines that one, labelled (it showed the MSE over all
+    # entries, the unobserved counted as 0, beside the observed trace)
+    title = plot_overview(masked)._suptitle.get_text()
+    assert f"MSE {masked.mse_observed:.4g} (observed entries)" in title, title
+    assert f"{masked.mse:.4g}" not in title
     # into given Axes, one panel
     fig, ax = plt.subplots()
     assert plot_trace(res, ax=ax, which="sigma2") is ax

@@ -521,7 +521,11 @@ def plot_overview(result, *, planted=None, figsize=(11.0, 6.5)):
             axes[1, 1].text(0.5, 0.5, "no autocorrelation:\n" + textwrap.fill(str(exc), 48),
                             ha="center", va="center", transform=axes[1, 1].transAxes)
     p = res.params
+    # a masked fit's headline is its MSE over the observed entries, as the trace panel's
+    # (the MSE over all entries counts the unobserved ones as 0: another number, unlabelled)
+    observed = getattr(res, "mse_observed", None)
+    mse = (f"MSE {res.mse:.4g}" if observed is None else
+           f"MSE {observed:.4g} (observed entries)")
     fig.suptitle(f"{str(p.get('model', 'gbt')).upper()} on a {res.n_samples} x {res.n_features} "
-                 f"matrix, K = {len(res.columns)}: MSE {res.mse:.4g}, "
-                 f"max|W| {res.max_abs_w:.3g}")
+                 f"matrix, K = {len(res.columns)}: {mse}, max|W| {res.max_abs_w:.3g}")
     return fig
