@@ -21,7 +21,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import estimator_checks
 from sklearn.utils.estimator_checks import check_estimator
 
-from dask_bid import BayesianID, RandomizedID
+from dask_bid import BayesianID, RandomizedID, open_result
 from dask_bid._errors import (
     InputDTypeError,
     InputShapeError,
@@ -323,6 +323,14 @@ def test_names_on_one_side_only_warn_and_mixed_names_are_refused(A, tmp_path):
         mixed = pd.DataFrame(A, columns=[*cols[:-1], 7])
         with pytest.raises(TypeError, match=r"mix strings with other types \(int, str\)"):
             type(est)(3).fit(mixed)
+    # names given with a numpy matrix (feature_names=), or read back with a stored fit:
+    # a numpy transform lost no DataFrame's names (it warned on the fit's own matrix)
+    named = BayesianID(3, **TINY).fit(A, feature_names=cols, out=str(tmp_path / "n.zarr"))
+    for est in (named, open_result(str(tmp_path / "n.zarr"))):
+        np.testing.assert_array_equal(est.feature_names_in_, cols)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            est.transform(A), est.score(A)
         with pytest.raises(ValueError, match="not fitted"):  # as scikit-learn's
             type(est)(3).transform(A)
     assert issubclass(NotFittedError, AttributeError)

@@ -157,8 +157,11 @@ def result_names(res):
     return None if names is None else np.asarray(list(names), dtype=object)
 
 
-def set_feature_names(est, names):
-    """Set ``feature_names_in_`` after a fit (removed when the new input has none)."""
+def set_feature_names(est, names, from_frame=True):
+    """Set ``feature_names_in_`` after a fit (removed when the new input has none);
+    ``from_frame``: they are a DataFrame's columns (not ``feature_names=`` or a store's
+    recorded names: a later numpy ``transform`` is then no DataFrame without names)."""
+    est._names_from_frame = bool(from_frame)
     if names is None:
         est.__dict__.pop("feature_names_in_", None)
     else:
@@ -207,8 +210,11 @@ def check_features(est, A, n_got=None):
         # scikit-learn's warnings, word for word: names given on one side only (a store
         # or path carries its names in its own metadata: not judged here)
         if names is None:
-            warn(f"X does not have valid feature names, but {name} was fitted with feature "
-                 "names", UserWarning)
+            # only after a DataFrame: names given as feature_names= or read from a store
+            # with a numpy matrix are no DataFrame's columns lost on the way
+            if getattr(est, "_names_from_frame", True):
+                warn(f"X does not have valid feature names, but {name} was fitted with "
+                     "feature names", UserWarning)
         else:
             warn(f"X has feature names, but {name} was fitted without feature names",
                  UserWarning)

@@ -432,7 +432,8 @@ class BayesianID:
         res = bayesian_id(A, K, **params, **fit_kwargs)
         self._set_result(res)
         # a DataFrame's names, else those recorded on a Zarr input (a converted text file)
-        set_feature_names(self, names if names is not None else result_names(res))
+        set_feature_names(self, names if names is not None else result_names(res),
+                          from_frame=names is not None)
         return self
 
     def _set_result(self, res):

@@ -63,7 +63,7 @@ def open_result(path, *, storage_options=None):
     _restore_auto(kwargs, defaults, K, res.n_features)
     est = BayesianID(K, **kwargs)
     est._set_result(res)
-    set_feature_names(est, result_names(res))
+    set_feature_names(est, result_names(res), from_frame=False)
     est.C_ = getattr(res, "C", None)
     est.store_path_ = os.fspath(path)
     return est
