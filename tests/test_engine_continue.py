@@ -165,8 +165,10 @@ def _unchanged(out, before):
 @pytest.mark.parametrize("change, message", [
     (dict(n_iter=15), r"ran 20 iterations: a fit is continued, never shortened\. Pass "
                       r"n_iter > 20"),
+    # the warm-up 'auto' derives from the burn-in is said to follow it
     (dict(n_iter=30, burn_in=12), r"differs from this one in params \(burn_in: stored 10, "
-                                  r"now 12"),
+                                  r"now 12; tempered_warmup: stored 7, now 9 \(from burn_in "
+                                  r"when 'auto'\)\)\."),
     # the larger n_iter (allowed) is not named beside the refused change
     (dict(n_iter=30, thin=1), r"in params \(thin: stored 2, now 1\)\."),
     (dict(n_iter=30, random_state=6), r"another seed than the stored fit's"),

@@ -126,6 +126,11 @@ def _input_chunks(src):
 #: what a call may change to continue a finished fit: run its chains longer, add chains
 _GROWS = ("n_iter", "n_chains")
 
+#: stored parameters that 'auto' derives from another one: a resume that changes the
+#: other names them too, and says where they come from (a user who left them 'auto' saw
+#: a parameter named that they never set)
+_DERIVED = {"tempered_warmup": "burn_in", "search_warmup": "burn_in"}
+
 
 def _extends(stored, meta) -> bool:
     """Whether ``meta`` asks for more iterations or more chains of the complete fit
@@ -164,9 +169,11 @@ def _compare_meta(stored, meta, entropy_given):
         detail = []
         if "params" in diffs:
             a, b = stored.get("params", {}), meta["params"]
+            changed = {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
             detail = [f"{k}: stored {_short(a.get(k))}, now {_short(b.get(k))}"
-                      for k in sorted(set(a) | set(b))
-                      if a.get(k) != b.get(k) and not allowed(k, a.get(k), b.get(k))]
+                      + (f" (from {_DERIVED[k]} when 'auto')" if _DERIVED.get(k) in changed
+                         else "")
+                      for k in sorted(changed) if not allowed(k, a.get(k), b.get(k))]
             if not detail:
                 diffs.remove("params")
         if "n_chains" in diffs and (allowed("n_chains", stored.get("n_chains"),
