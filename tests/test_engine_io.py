@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import time
@@ -115,14 +116,29 @@ def test_a_result_missing_a_chunk_file_is_refused_not_read_as_zeros(store, tmp_p
                        r"file\(s\) are missing \((W/c/0/0, columns/c/0)\), which would read "
                        "as zeros"):
         read_result(str(out))
-    assert main(["info", str(out)]) == 0
-    text = capsys.readouterr().out
+    # info describes it, and exits 2 with the error line (it exited 0: `info && ...`)
+    assert main(["info", str(out)]) == 2
+    cap = capsys.readouterr()
+    text = cap.out
     assert "status     DAMAGED: 2 chunk file(s) missing (W/c/0/0, columns/c/0)" in text
     assert "\n  columns " not in text and "MSE" not in text  # no number of it is shown
+    assert cap.err.startswith("dask-bid: error: ") and "is a damaged dask_bid result (2 " \
+        "chunk file(s) or arrays missing" in cap.err and cap.err.count("\n") == 1
     # a result written before every chunk was (no flag) reads as it did
+    meta = g.attrs["dask_bid"]
     zarr.open_group(str(out), mode="r+").attrs["dask_bid"] = {
-        k: v for k, v in g.attrs["dask_bid"].items() if k != ALL_CHUNKS}
+        k: v for k, v in meta.items() if k != ALL_CHUNKS}
     assert read_result(str(out)).columns.tolist() == [0] * K
+    # a whole array deleted left no chunk file to miss, and read as complete
+    import shutil
+
+    zarr.open_group(str(out), mode="r+").attrs["dask_bid"] = meta
+    shutil.rmtree(out / "traces" / "mse")
+    with pytest.raises(CorruptStoreError, match=r"3 chunk file\(s\) are missing \(traces/mse "
+                       r"\(the whole array\), W/c/0/0, columns/c/0\)"):
+        read_result(str(out))
+    assert main(["info", str(out), "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["status"] == "damaged"
 
 
 def test_output_group_layout_and_read_back(store, tmp_path, cluster):

@@ -66,6 +66,8 @@ FORMAT_VERSION = 1
 #: a result's attribute: every chunk of its arrays was written (``write_empty_chunks``),
 #: so that a missing chunk file is damage (results written before lack it)
 ALL_CHUNKS = "all_chunks"
+#: the attribute listing a result's arrays by path, written with them
+RESULT_ARRAYS = "arrays"
 
 #: Target bytes of one chunk written by :func:`to_zarr`.
 CHUNK_BYTES = 16 * 2**20
@@ -802,7 +804,10 @@ def write_result(group, res, *, w_chunk_cols=None, extra_attrs=None):
     }
     meta = dict(group.attrs.get("dask_bid", {}))
     meta.update({"format_version": FORMAT_VERSION, "result_params": jsonable(res.params),
-                 "summary": jsonable(summary), ALL_CHUNKS: True})
+                 "summary": jsonable(summary), ALL_CHUNKS: True,
+                 # which arrays the result has (C, written before, among them): a whole
+                 # array deleted left no chunk file to miss, and read as "complete"
+                 RESULT_ARRAYS: _result_arrays(group)})
     meta.update(jsonable(extra_attrs or {}))
     group.attrs["dask_bid"] = meta
 
@@ -876,7 +881,7 @@ def read_result(path, *, storage_options=None):
         raise CorruptStoreError(f"the fit at {path!r} did not finish: {hint}.")
     s = meta.get("summary") if isinstance(meta.get("summary"), dict) else {}
     if meta.get(ALL_CHUNKS):
-        missing = missing_result_chunks(g)
+        missing = missing_result_chunks(g, meta.get(RESULT_ARRAYS))
         if missing:
             raise CorruptStoreError(
                 f"{path!r} is a damaged dask_bid result: {len(missing)} chunk file(s) are "
@@ -890,20 +895,29 @@ def read_result(path, *, storage_options=None):
             f"{exc}); fit again with overwrite=True.") from exc
 
 
-def missing_result_chunks(g) -> list[str]:
-    """The chunk files missing from a result group's arrays (``W/c/0/0``, ...), its
-    checkpoints aside. Only meaningful for a result written with every chunk
-    (``meta[ALL_CHUNKS]``): before, Zarr left out chunks equal to the fill value."""
-    from .inputs import missing_chunks
-
+def _result_arrays(g) -> list[str]:
+    """The arrays of a result group, by path (``C``, ``W``, ``traces/mse``, ...)."""
     out = []
     for sub in ("", "traces", "draws"):
         node = g if not sub else g[sub] if sub in g else None
-        if node is None:
-            continue
-        for name in sorted(node.array_keys()):
-            miss = missing_chunks(node[name]) or []
-            out += [f"{sub + '/' if sub else ''}{name}/{k}" for k in miss]
+        if node is not None:
+            out += [f"{sub + '/' if sub else ''}{name}" for name in sorted(node.array_keys())]
+    return out
+
+
+def missing_result_chunks(g, expected=None) -> list[str]:
+    """The chunk files missing from a result group's arrays (``W/c/0/0``, ...), its
+    checkpoints aside, and the arrays of ``expected`` (``meta[RESULT_ARRAYS]``, the ones
+    written) missing whole (``columns (the whole array)``). Only meaningful for a result
+    written with every chunk (``meta[ALL_CHUNKS]``): before, Zarr left out chunks equal
+    to the fill value."""
+    from .inputs import missing_chunks
+
+    present = _result_arrays(g)
+    out = [f"{a} (the whole array)" for a in (expected or ()) if a not in present]
+    for path in present:
+        miss = missing_chunks(g[path]) or []
+        out += [f"{path}/{k}" for k in miss]
     return out
 
 

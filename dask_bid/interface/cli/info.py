@@ -222,12 +222,12 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
 
     # "running" only while a live fit holds the output's lock, else interrupted or failed
     info["status"], info["status_detail"] = output_status(spath, meta)
-    from ...engine.zarr_io import ALL_CHUNKS
+    from ...engine.zarr_io import ALL_CHUNKS, RESULT_ARRAYS
 
     if info["status"] == "complete" and meta.get(ALL_CHUNKS):
         from ...engine.zarr_io import missing_result_chunks
 
-        missing = missing_result_chunks(node)
+        missing = missing_result_chunks(node, meta.get(RESULT_ARRAYS))
         if missing:  # Zarr would read them as zeros: no number of it is shown
             info["status"], info["missing_chunks"] = "damaged", missing
             return info
@@ -513,6 +513,7 @@ def run(args):
             shown["summary"] = dict(shown["summary"], convergence=dict(
                 conv, judged=judged_sampler(info.get("params") or {}) in EXACT_SAMPLERS))
         print(json.dumps(_json_safe(shown), indent=2, default=str, allow_nan=False))
+        _refuse_damaged(info)
         return 0
     lines = info_lines(info)
     if res is not None:
@@ -522,7 +523,18 @@ def run(args):
                          f"  ess_tail {d['ess_tail']:.0f}")
         lines.extend(inclusion_lines(res))
     print_lines(lines)
+    _refuse_damaged(info)
     return 0
+
+
+def _refuse_damaged(info):
+    """A damaged result, once described: exit status 2 with the error line, so that a
+    script's ``dask-bid info OUT && ...`` does not go on with it (it exited 0)."""
+    if info.get("status") == "damaged":
+        miss = info["missing_chunks"]
+        raise CLIError(f"{info['path']!r} is a damaged dask_bid result ({len(miss)} chunk "
+                       "file(s) or arrays missing, which would read as zeros): restore them, "
+                       "or fit again with --overwrite.")
 
 
 def _share(n, total) -> str:
