@@ -584,6 +584,50 @@ def test_truncated_chunk(store):
 
 
 # --------------------------------------------------------------------------- outputs
+def test_an_output_inside_a_store_is_refused(tmp_path, capsys):
+    """An output written among another store's files: inside a result (a later overwrite
+    of it was refused as holding files "dask_bid did not write", and pruning its
+    checkpoints would take along one written there), or inside a Zarr array. A Zarr
+    group of the user's own may hold outputs."""
+    from dask_bid.engine import to_zarr
+    from dask_bid.interface.cli import main
+
+    A = np.random.default_rng(0).standard_normal((20, 6))
+    res_dir = tmp_path / "fit.zarr"
+    bayesian_id(A, 2, out=str(res_dir), client="synchronous", **FAST)
+    arr = tmp_path / "A.zarr"
+    to_zarr(A, str(arr))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for out, kind, parent in [(res_dir / "inner.zarr", "the dask_bid result", res_dir),
+                              (res_dir / "checkpoint" / "x.zarr", "the dask_bid result",
+                               res_dir),
+                              (arr / "sub" / "o.zarr", "the Zarr array", arr)]:
+        msg = (f"lies inside {kind} {str(parent)!r}; dask_bid writes nothing among a "
+               "store's own files: choose a path outside it, e.g. "
+               f"{str(tmp_path / out.name)!r}.")
+        with pytest.raises(OutputLocationError, match=re.escape(msg)):
+            bayesian_id(A, 2, out=str(out), client="synchronous", **FAST)
+        with pytest.raises(OutputLocationError, match=re.escape(msg)):
+            to_zarr(A, str(out))
+        np.save(tmp_path / "a.npy", A)
+        for cmd in (["fit", str(tmp_path / "a.npy"), "--k", "2", "--out", str(out),
+                     "--scheduler", "synchronous"], ["convert", str(tmp_path / "a.npy"),
+                                                     "--out", str(out)]):
+            assert main(cmd) == 2
+            err = capsys.readouterr().err
+            assert err.startswith("dask-bid: error: ") and msg in err, err
+        (tmp_path / "a.npy").unlink()
+        assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert sorted(p.name for p in res_dir.iterdir()) == [
+        "C", "W", "W_sd", "checkpoint", "columns", "draws", "inclusion_probability",
+        "traces", "zarr.json"]
+    # a group of the user's own holds outputs
+    zarr.open_group(str(tmp_path / "project.zarr"), mode="w")
+    bayesian_id(A, 2, out=str(tmp_path / "project.zarr" / "fit.zarr"), client="synchronous",
+                **FAST)
+
+
 def test_output_equal_to_the_input(store):
     with pytest.raises(OutputLocationError, match="is the input store.*never written"):
         BayesianID(3, **FAST).fit(store, out=store, overwrite=True, **SYNC)

@@ -151,6 +151,58 @@ def refuse_symlink(path, what="the output"):
             "link: pass that path, or another path.")
 
 
+def _enclosing_kind(folder) -> str | None:
+    """What the local ``folder`` is, if an output must not lie inside it: "the Zarr
+    array", "the dask_bid result", "the sparse store"; None for anything else (a plain
+    folder, or a Zarr group of the user's own, which may hold outputs)."""
+    try:
+        if os.path.isfile(os.path.join(folder, ".zarray")):
+            return "the Zarr array"
+        for name, attrs_name in (("zarr.json", None), (".zgroup", ".zattrs")):
+            meta_file = os.path.join(folder, name)
+            if not os.path.isfile(meta_file):
+                continue
+            with open(meta_file, encoding="utf-8") as fh:
+                meta = json.load(fh)
+            if meta.get("node_type") == "array":
+                return "the Zarr array"
+            attrs = meta.get("attributes") or {}
+            if attrs_name is not None and os.path.isfile(os.path.join(folder, attrs_name)):
+                with open(os.path.join(folder, attrs_name), encoding="utf-8") as fh:
+                    attrs = json.load(fh)
+            from .sparse_store import SPARSE_ATTR
+
+            if "dask_bid" in attrs:
+                return "the dask_bid result"
+            if SPARSE_ATTR in attrs:
+                return "the sparse store"
+    except (OSError, ValueError, AttributeError):
+        return None  # unreadable metadata: nothing to say of it
+    return None
+
+
+def refuse_inside_store(path, what="the output"):
+    """Refuse a local write target inside a Zarr array, a dask_bid result or a sparse
+    store: it was written among their chunks or checkpoints (a later overwrite of the
+    result then refused it as "not written by dask_bid", and removing the result's
+    checkpoints would take it along)."""
+    if path is None or is_url(path):
+        return
+    p = os.fspath(path).rstrip(os.sep) or os.sep
+    folder = os.path.dirname(os.path.abspath(p))
+    while True:
+        kind = _enclosing_kind(folder)
+        if kind is not None:
+            raise OutputLocationError(
+                f"{what} {os.fspath(path)!r} lies inside {kind} {folder!r}; dask_bid writes "
+                "nothing among a store's own files: choose a path outside it, e.g. "
+                f"{os.path.join(os.path.dirname(folder), os.path.basename(p))!r}.")
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return
+        folder = parent
+
+
 def _remove(path, storage_options=None):
     refuse_symlink(path)  # never the target of a link (the checks before say so first)
     if is_url(path):
@@ -231,6 +283,7 @@ def to_zarr(array, path, *, chunks=None, overwrite=False, storage_options=None):
         check_url_segments(path, "path")
         check_bucket(path, storage_options, output=True)
     refuse_symlink(path, "path")
+    refuse_inside_store(path, "path")
     _check_not_read_from(array, path)
     if _exists(path, storage_options):
         if not overwrite:
@@ -546,6 +599,7 @@ def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_optio
                 f"inside it; the input is never written or deleted. Choose an output path "
                 "outside the input.")
     refuse_symlink(out, f["out"])
+    refuse_inside_store(out, f["out"])
     if not is_url(out) and os.path.isfile(out):
         raise OutputLocationError(f"{f['out']} {out!r} is an existing file, not a directory "
                                   "(an output is a Zarr group, a directory): choose another "

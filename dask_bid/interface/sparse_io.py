@@ -525,10 +525,11 @@ def _sorted_block(path, tmp, b, c0, indptr, index_base):
 
 def _check_dst(dst, overwrite):
     from ..engine.sparse_store import is_sparse_store, sparse_node
-    from ..engine.zarr_io import empty_local_dir, refuse_symlink
+    from ..engine.zarr_io import empty_local_dir, refuse_inside_store, refuse_symlink
 
     d = os.fspath(dst)
     refuse_symlink(d, "the store")
+    refuse_inside_store(d, "the store")
     if os.path.exists(d):
         empty_dir = empty_local_dir(d)
         # OutputExistsError, as for every other output (was ParameterError)

@@ -114,6 +114,9 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     str
         ``dst``.
     """
+    from ...engine.zarr_io import refuse_inside_store
+
+    refuse_inside_store(dst, "the store")  # before its lock file is made beside it
     # one conversion at a time per destination: fits started side by side on the same file
     # (K = 5, 10, 20 into one folder) wait for the first one's store, then reuse it
     with conversion_lock(dst, quiet):
