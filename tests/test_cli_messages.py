@@ -283,6 +283,9 @@ def test_info_describes_a_npy_file_fit_refuses(build, dtype, tmp_path, capsys):
 
 @pytest.mark.parametrize("extra, fragments", [
     (["--n-tries", "0"], ["--n-tries must be >= 1"]),
+    (["--thin", "31"], ["--thin 31 exceeds the 30 iterations after the burn-in (--n-iter 40, "
+                        "--burn-in 10): one draw would be retained. Lower the thinning "
+                        "(--thin) or raise --n-iter."]),
     (["--candidate-pool", "2"], ["--candidate-pool must be >= 3"]),
     (["--n-redraw", "-1"], ["--n-redraw must be >= 0"]),
     (["--tempered-warmup", "30"], ["--tempered-warmup (30) must not exceed --burn-in (10)",

@@ -218,9 +218,15 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
         raise ParameterError(
             f"burn_in ({burn_in}) must be smaller than n_iter ({n_iter}): no draw would be "
             "retained. Lower burn_in or raise n_iter.")
-    out["thin"] = _int("thin", p["thin"], 1,
-                       hint=" It keeps every thin-th draw; use thin=1 to keep every draw "
-                            "after burn-in.")
+    out["thin"] = thin = _int("thin", p["thin"], 1,
+                              hint=" It keeps every thin-th draw; use thin=1 to keep every "
+                                   "draw after burn-in.")
+    if thin > n_iter - burn_in:
+        # (it ran the whole fit for one retained draw: no interval, no convergence check)
+        raise ParameterError(
+            f"thin={thin} exceeds the {n_iter - burn_in} iterations after the burn-in "
+            f"(n_iter={n_iter}, burn_in={burn_in}): one draw would be retained. Lower the "
+            "thinning (thin=) or raise n_iter.")
     if "aggressive" in p:
         raise ParameterError(
             "aggressive= was replaced by sampler=: use sampler='aggressive' (Algorithm 2), "
