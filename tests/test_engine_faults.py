@@ -152,6 +152,51 @@ def test_a_stalled_fit_on_a_cluster_without_workers_says_it_waits_for_one():
             assert _stalled(client, True) is True  # said once
 
 
+@pytest.mark.timeout(120)
+def test_a_gather_whose_only_worker_died_goes_on_once_another_joins(monkeypatch):
+    """Every worker killed while the client waited in a plain gather (a checkpoint's
+    save, a column fetch; 2 of 4 such kills in a deploy audit): the tasks it waited on,
+    recomputed and hinted at the dead worker, stayed ``no-worker`` once a new worker
+    joined (distributed re-checks them by their restriction alone), and the fit hung
+    without a word. The executor's gather now frees them as ``Inbox.collect`` did."""
+    import threading
+    import time
+
+    from dask_bid.engine import reports
+    from dask_bid.engine.cluster import DistributedExecutor
+
+    monkeypatch.setattr(reports, "STALL_S", 0.5)
+    with LocalCluster(n_workers=1, processes=False, threads_per_worker=1,
+                      dashboard_address=":0") as lc, \
+            Client(lc, set_as_default=False) as client:
+        ex = DistributedExecutor(client)
+        (w,) = ex.workers()
+        first = ex.submit(_slow_increment, 1, hint=w)
+        second = ex.submit(_slow_increment, first, hint=w)
+
+        def kill_then_replace():
+            time.sleep(0.2)  # while the first task runs
+            (name,) = list(lc.workers)
+            client.sync(lc.workers[name].close)
+            lc.scale(2)  # a new worker, at another address (the spec keeps the dead one)
+
+        threading.Thread(target=kill_then_replace, daemon=True).start()
+        warnings.simplefilter("ignore", RuntimeWarning)  # "no worker left", if seen between
+        got = []
+        waiter = threading.Thread(target=lambda: got.append(ex.gather([second])), daemon=True)
+        waiter.start()
+        waiter.join(60)
+        assert got == [[3]], "the gather hung with the tasks no-worker"
+        assert w not in ex.workers()
+
+
+def _slow_increment(x):
+    import time
+
+    time.sleep(0.5)
+    return x + 1
+
+
 @pytest.mark.timeout(240)
 def test_lost_block_states_are_restored_from_the_checkpoint(store, reference, cluster):
     """When the cluster cannot recompute the chain's futures (here: cancelled), the fit

@@ -129,7 +129,9 @@ class DistributedExecutor:
         return self.client.submit(fn, *args, key=key, pure=False, **kw)
 
     def gather(self, handles):
-        return self.client.gather(list(handles))
+        from .reports import gather_watching
+
+        return gather_watching(self.client, handles)
 
     def submit_reporting(self, fn, *args, key, hint=None):
         """Submit ``fn(*args) -> (state, small)``; :meth:`collect` then returns the

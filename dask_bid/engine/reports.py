@@ -28,7 +28,7 @@ import time
 import weakref
 from collections import OrderedDict
 
-__all__ = ["Inbox", "inbox", "reporting_task", "second"]
+__all__ = ["Inbox", "inbox", "reporting_task", "second", "gather_watching"]
 
 #: futures whose task finished but whose event has not arrived after this many seconds
 #: are fetched with a second task (the event normally precedes the "finished" message)
@@ -132,7 +132,8 @@ class Inbox:
                 with self._cond:
                     for k in keys:
                         self._got.pop(k, None)
-                client.gather(list(futures))  # raises the task's error or the lost worker's
+                # raises the task's error; a lost one is recomputed: watched as it waits
+                gather_watching(client, futures)
                 raise RuntimeError("a block task failed, but gathering it raised nothing")
             if all(s == "finished" for s in status):
                 now = time.monotonic()
@@ -145,6 +146,37 @@ class Inbox:
                         for i, v in zip(missing, got, strict=True):
                             self._got[keys[i]] = pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)
                         return self._take(keys)
+
+
+def gather_watching(client, futures):
+    """``client.gather(futures)``, watching for stuck tasks while it waits, as
+    :meth:`Inbox.collect` does.
+
+    A plain gather waits without end when every worker died while it waited (a
+    checkpoint's save, a column fetch, a pass's sums): the tasks it waits on are
+    recomputed, hinted at the dead workers, and distributed leaves them ``no-worker``
+    after a new worker joins (see :func:`_unstick_task`); no error reaches the chain's
+    recovery, and nothing was said. Every :data:`STALL_S` without a future finishing, the
+    scheduler is asked to free them, and a cluster without workers is said once.
+    """
+    from distributed import wait
+
+    futures = list(futures)
+    warned, n_done, since = False, sum(f.done() for f in futures), time.monotonic()
+    while n_done < len(futures):
+        try:
+            with client.as_current():  # wait() uses the default client: this one
+                wait(futures, timeout=STALL_S)
+            break
+        except TimeoutError:
+            pass
+        done = sum(f.done() for f in futures)
+        if done > n_done:
+            n_done, since = done, time.monotonic()
+        elif time.monotonic() - since >= STALL_S:
+            warned = _stalled(client, warned)
+            since = time.monotonic()
+    return client.gather(futures)
 
 
 def _stalled(client, warned) -> bool:
