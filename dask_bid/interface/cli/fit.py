@@ -256,6 +256,13 @@ def _stored_settings(out, params, args):
         say(f"resume       {', '.join(taken)}: the stored fit's (not given; a larger --n-iter "
             "continues a finished fit)", quiet=args.quiet)
     if args.missing is None and stored.get("missing") == "mask":
+        if getattr(args, "fill_missing", None):
+            # (it said "--missing mask and --fill-missing zero disagree", of a --missing
+            # mask never typed: --resume had taken it from the stored fit)
+            raise CLIError(f"--resume, but the fit at {out!r} was fitted with --missing mask "
+                           "(NaN left out), and --fill-missing zero would make every NaN a 0 "
+                           "that counts: drop --fill-missing, or start afresh with --overwrite "
+                           "instead of --resume.")
         params["missing"] = "mask"
     if args.init is None and isinstance(stored.get("init"), list):
         # the columns it started from (refused as "stored [0, 1, 2], now 'auto'")
