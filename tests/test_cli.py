@@ -926,6 +926,7 @@ def test_resume_without_n_iter_takes_the_stored_fits(data, tmp_path, capsys):
     assert main([*masked, "--resume"]) == 0, capsys.readouterr().err
     res = read_result(str(tmp_path / "m.zarr"))
     assert res.params["missing"] == "mask" and res.trace.shape == (2, 40)
+    capsys.readouterr()
     # with --fill-missing zero it is refused for what it is (it said "--missing mask and
     # --fill-missing zero disagree", of a --missing mask never typed)
     assert main([*masked, "--resume", "--fill-missing", "zero"]) == 2
