@@ -932,7 +932,8 @@ def test_resume_without_n_iter_takes_the_stored_fits(data, tmp_path, capsys):
     assert main([*masked, "--resume", "--fill-missing", "zero"]) == 2
     assert_one_line_error(capsys.readouterr().err, "--resume, but the fit at", "was fitted "
                           "with --missing mask (NaN left out), and --fill-missing zero would "
-                          "make every NaN a 0 that counts: drop --fill-missing")
+                          "make every NaN a 0 that counts: drop --fill-missing",
+                          progress_allowed=True)
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
