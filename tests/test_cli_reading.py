@@ -459,6 +459,14 @@ def test_subnormal_entries_are_counted_and_warned_about(A, tmp_path, capsys):
                  "--n-iter", "10", "--burn-in", "2", "--scheduler", "synchronous"]) == 0
     err = capsys.readouterr().err
     assert "dask-bid: warning: 2 entries of" in err and "are subnormal" in err
+    assert "replace them by NaN in the file and fit with --missing mask" in err
+    # given --missing mask, the advice does not ask for it (it did)
+    assert main(["fit", str(path), "--k", "2", "--out", str(tmp_path / "m.zarr"),
+                 "--n-iter", "10", "--burn-in", "2", "--scheduler", "synchronous",
+                 "--missing", "mask", "--overwrite"]) == 0
+    err = capsys.readouterr().err
+    assert ("replace them by NaN in the file (--missing mask, given, then leaves them out)"
+            in err), err
     assert zarr.open_array(tmp_path / "g.txt.zarr", mode="r").attrs[
         "dask_bid_n_subnormal"] == 2
     np.save(tmp_path / "clean.npy", A)  # none: no line, no warning

@@ -44,6 +44,7 @@ from .reading import (
     FILL_CHOICES,
     MISSING_CHOICES,
     SUBNORMAL_ADVICE,
+    SUBNORMAL_ADVICE_MASKED,
     add_names_option,
     add_row_names_option,
     add_text_options,
@@ -423,8 +424,8 @@ def run(args):
                 f"zero; recorded in {src})", quiet=args.quiet)
         n_sub = converted_subnormal_count(src)
         if n_sub:
-            warnings.warn(SUBNORMAL_ADVICE.format(n=n_sub, src=args.input), UserWarning,
-                          stacklevel=1)
+            advice = SUBNORMAL_ADVICE_MASKED if masked else SUBNORMAL_ADVICE
+            warnings.warn(advice.format(n=n_sub, src=args.input), UserWarning, stacklevel=1)
         n_kept = converted_fill_count(src, kept=True)
         if n_kept:
             say(f"missing      {n_kept} NaN entries of {args.input} left out of the "

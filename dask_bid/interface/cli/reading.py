@@ -23,7 +23,8 @@ __all__ = ["TextLayout", "detect_text_layout", "count_rows", "iter_text_blocks",
            "fill_treatment",
            "NAN_ADVICE", "ROW_LABEL_CHOICES", "HEADER_CHOICES", "RowIndexCheck",
            "add_text_options", "text_options", "labels_line", "header_names",
-           "TEXT_SUFFIXES", "count_subnormal", "SUBNORMAL_ADVICE"]
+           "TEXT_SUFFIXES", "count_subnormal", "SUBNORMAL_ADVICE",
+           "SUBNORMAL_ADVICE_MASKED"]
 
 #: What ``--fill-missing`` accepts: ``zero`` replaces every NaN by 0 (the paper's fill).
 FILL_CHOICES = ("zero",)
@@ -812,6 +813,9 @@ SUBNORMAL_ADVICE = ("{n} entries of {src!r} are subnormal (0 < |x| < 2.2e-308): 
                     "file). They are fitted as observed values of about 0; if they mark "
                     "missing values, replace them by NaN in the file and fit with --missing "
                     "mask")
+#: the same for a fit already given --missing mask (it was told to pass it)
+SUBNORMAL_ADVICE_MASKED = SUBNORMAL_ADVICE.replace(
+    " and fit with --missing mask", " (--missing mask, given, then leaves them out)")
 
 
 class EntryCounts(NamedTuple):
