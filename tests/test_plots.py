@@ -277,6 +277,9 @@ def test_error_vs_k_from_results_and_from_a_grid(fit, tmp_path):
     assert {ln.get_label() for ln in ax.get_lines()} == {"GBT", "GBT aggressive"}
     ax.figure.canvas.draw()
     assert all(float(t).is_integer() for t in ax.get_xticks())
+    ax = plot_error_vs_k([est])  # one K: its tick alone (4.74, 4.80 ... before)
+    ax.figure.canvas.draw()
+    assert list(ax.get_xticks()) == [2]
     with pytest.raises(ParameterError, match="k_values"):
         plot_error_vs_k(A)
 

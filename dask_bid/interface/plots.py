@@ -475,6 +475,11 @@ def plot_error_vs_k(results, k_values=None, ax=None, *, baseline="randomized",
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # K is a count: no 3.25
+    all_k = sorted({k for pts in series.values() for k, _ in pts})
+    if len(all_k) == 1:
+        # one K: the axis spanned 4.74 .. 5.26, and the locator fell back to fractions
+        ax.set_xlim(all_k[0] - 1, all_k[0] + 1)
+        ax.set_xticks(all_k)
     ax.set_ylabel("MSE (observed entries)" if observed else "MSE")
     ax.set_title("reconstruction error against K")
     ax.grid(True, alpha=0.3)
