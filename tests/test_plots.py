@@ -139,6 +139,17 @@ def test_autocorrelation_without_usable_w_draws(fit):
                        r"\(n_trace_columns=0 and no trace_columns\)\. Use quantity='sigma2'"):
         plot_autocorrelation(res)
     plot_autocorrelation(res, quantity="mse")  # every draw has these
+    # a reported basis no retained draw has (visited in the burn-in only): said so (it
+    # said no chain kept more than 16 consecutive draws with it)
+    import dataclasses
+
+    traced = bayesian_id(A, 3, n_iter=30, burn_in=10, thin=1, random_state=0)
+    dw = traced.draws_w  # as stored for such a fit: NaN where a draw had another basis
+    unseen = dataclasses.replace(traced, n_draws_point=0, draws_w=dict(
+        dw, values=np.full_like(np.asarray(dw["values"], dtype=float), np.nan)))
+    with pytest.raises(ParameterError, match=r"no retained draw has the reported basis \(the "
+                       r"lowest SSE the chains visited, in the burn-in only\)"):
+        plot_autocorrelation(unseen)
 
 
 def test_too_few_draws_for_an_autocorrelation_say_so_and_the_cli_draws_the_rest(

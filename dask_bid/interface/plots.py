@@ -230,6 +230,12 @@ def plot_autocorrelation(result, ax=None, *, max_lag=None, quantity="W", thresho
             "no W draws to correlate: the fit kept no column's W draws (n_trace_columns=0 "
             "and no trace_columns). Use quantity='sigma2', or fit with n_trace_columns > 0 "
             "or trace_columns=[...].")
+    if allr.shape[0] == 0 and quantity == "W" and not res.n_draws_point:
+        # (it said "no chain kept more than 41 consecutive draws" of a basis none had)
+        raise ParameterError(
+            "no W draws to correlate: no retained draw has the reported basis (the lowest "
+            "SSE the chains visited, in the burn-in only). Use quantity='sigma2', or "
+            "point_estimate='mode' for the draws' most frequent basis.")
     if allr.shape[0] == 0 and quantity == "W":
         raise ParameterError(
             f"no W draws to correlate: no chain kept more than {max_lag + 1} consecutive "
