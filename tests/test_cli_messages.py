@@ -286,7 +286,11 @@ def test_info_describes_a_npy_file_fit_refuses(build, dtype, tmp_path, capsys):
     (["--thin", "31"], ["--thin 31 exceeds the 30 iterations after the burn-in (--n-iter 40, "
                         "--burn-in 10): one draw would be retained. Lower the thinning "
                         "(--thin) or raise --n-iter."]),
-    (["--candidate-pool", "2"], ["--candidate-pool must be >= 3"]),
+    (["--candidate-pool", "2"], ["--candidate-pool must be >= 3", "or none (every column)"]),
+    (["--init", "1,99"], ["--init columns must be 2 distinct indices"]),
+    (["--init", "sketchy"], ["unknown --init 'sketchy'"]),
+    (["--trace-columns", "drug"], ["name the columns (--column-names FILE, or a text file's "
+                                   "header)"]),
     (["--n-redraw", "-1"], ["--n-redraw must be >= 0"]),
     (["--tempered-warmup", "30"], ["--tempered-warmup (30) must not exceed --burn-in (10)",
                                    "Lower --tempered-warmup"]),
@@ -314,7 +318,7 @@ def test_parameter_refusals_name_the_flags(extra, fragments, tmp_path, capsys):
     assert rc == 2, err
     assert_one_line_error(err, *fragments, progress_allowed=True)
     for name in ("n_tries", "candidate_pool", "n_redraw", "tempered_warmup", "burn_in",
-                 "error: init", "error: bounds", "array("):
+                 "error: init", "error: bounds", "array(", "None", " init ", "feature_names"):
         assert name not in err, err
 
 

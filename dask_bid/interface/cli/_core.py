@@ -127,6 +127,11 @@ def _flag_words(text: str) -> str:
     # a message naming both spellings of the triplet options keeps the flags only
     text = text.replace("(sep=, columns=; --sep, --columns)", "(--sep, --columns)")
     text = re.sub(r"index_base=([01]) \(--index-base \1\)", r"--index-base \1", text)
+    # spellings of the Python API that have a command-line word
+    text = text.replace("or None (every column)", "or none (every column)")
+    text = re.sub(r"\b(unknown )?init (columns|')", r"\1--init \2", text)
+    text = text.replace("(a DataFrame, feature_names=, a text file's header; command line: "
+                        "--column-names)", "(--column-names FILE, or a text file's header)")
     # the command line replaces a failed fit of its own without --overwrite
     text = text.replace("Fix the cause and fit again (overwrite=True)",
                         "Fix the cause and run the same dask-bid fit again (it replaces a "
