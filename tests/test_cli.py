@@ -934,6 +934,15 @@ def test_resume_without_n_iter_takes_the_stored_fits(data, tmp_path, capsys):
                           "with --missing mask (NaN left out), and --fill-missing zero would "
                           "make every NaN a 0 that counts: drop --fill-missing",
                           progress_allowed=True)
+    # another file: refused before its conversion is written (the fit's checksum refused
+    # it after, leaving the conversion behind)
+    other = tmp_path / "other.npy"
+    np.save(other, An + 1.0)
+    assert main(["fit", str(other), *masked[2:], "--resume"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "was fitted on", f"not on {str(other)!r}",
+                          "a fit resumes only on the matrix it started on",
+                          progress_allowed=True)
+    assert not (tmp_path / "other.npy.zarr").exists()
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])

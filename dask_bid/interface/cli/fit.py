@@ -270,6 +270,23 @@ def _stored_settings(out, params, args):
         params["init"] = [int(j) for j in stored["init"]]
 
 
+def _refuse_another_input(out, given, dst):
+    """--resume with a file whose conversion would be another store than the one the
+    stored fit read: refused before converting it (the conversion was written, then the
+    fit's checksum refused the resume, leaving it behind)."""
+    from ...engine.fit import stored_fit
+
+    src = (stored_fit(out) or {}).get("input") or {}
+    path = src.get("path")
+    if (src.get("kind") != "zarr" or not isinstance(path, str) or is_url(path)
+            or os.path.abspath(path) == os.path.abspath(dst)):
+        return
+    raise CLIError(f"--resume, but the fit at {out!r} was fitted on {path!r}, not on "
+                   f"{given!r} (which converts to {dst!r}), and a fit resumes only on the "
+                   "matrix it started on: pass that input, or fit this one from the start "
+                   "(--overwrite without --resume).")
+
+
 def _validate_early(k, params, n_cols, resume_at=None):
     """The parameters against INPUT's column count (None before a triplet file is
     converted: its shape is not known yet, and nothing checked then depends on it); with
@@ -396,6 +413,8 @@ def run(args):
         say(f"replacing    {out} (a failed fit: {failed})", quiet=args.quiet)
     if convertible:
         dst = converted_path(src, out)
+        if args.resume and not args.overwrite:
+            _refuse_another_input(out, args.input, dst)
         if args.resume and not args.overwrite and source_changed(src, dst):
             # with --overwrite it is converted again, and the fit's checksum decides
             other = converted_from(dst)
