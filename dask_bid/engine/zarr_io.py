@@ -283,8 +283,8 @@ def to_zarr(array, path, *, chunks=None, overwrite=False, storage_options=None):
         check_url_segments(path, "path")
         check_bucket(path, storage_options, output=True)
     refuse_symlink(path, "path")
+    _check_not_read_from(array, path)  # the more telling one, of a store it reads
     refuse_inside_store(path, "path")
-    _check_not_read_from(array, path)
     if _exists(path, storage_options):
         if not overwrite:
             raise OutputExistsError(
