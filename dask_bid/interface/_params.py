@@ -221,12 +221,13 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
     out["thin"] = thin = _int("thin", p["thin"], 1,
                               hint=" It keeps every thin-th draw; use thin=1 to keep every "
                                    "draw after burn-in.")
-    if thin > n_iter - burn_in:
-        # (it ran the whole fit for one retained draw: no interval, no convergence check)
+    if thin > 1 and thin >= n_iter - burn_in:
+        # (it ran the whole fit for one retained draw, the burn-in's next: no interval, no
+        # convergence check; draws are kept at burn_in, burn_in + thin, ... < n_iter)
         raise ParameterError(
-            f"thin={thin} exceeds the {n_iter - burn_in} iterations after the burn-in "
-            f"(n_iter={n_iter}, burn_in={burn_in}): one draw would be retained. Lower the "
-            "thinning (thin=) or raise n_iter.")
+            f"thin={thin} leaves one retained draw of the {n_iter - burn_in} iterations "
+            f"after the burn-in (n_iter={n_iter}, burn_in={burn_in}). Lower the thinning "
+            "(thin=) or raise n_iter.")
     if "aggressive" in p:
         raise ParameterError(
             "aggressive= was replaced by sampler=: use sampler='aggressive' (Algorithm 2), "
