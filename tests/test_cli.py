@@ -943,6 +943,16 @@ def test_resume_without_n_iter_takes_the_stored_fits(data, tmp_path, capsys):
                           "a fit resumes only on the matrix it started on",
                           progress_allowed=True)
     assert not (tmp_path / "other.npy.zarr").exists()
+    # a Python fit's traced columns (n_trace_columns=0: no flag for it) are kept: it was
+    # refused as "--trace-columns: stored [], now [0, 1, ...]"
+    from dask_bid import bayesian_id
+
+    bayesian_id(An, 3, out=str(tmp_path / "t.zarr"), n_iter=40, burn_in=10, thin=2,
+                random_state=3, missing="mask", n_trace_columns=0, client="synchronous")
+    assert main(["fit", str(d2), "--k", "3", "--out", str(tmp_path / "t.zarr"), "--resume",
+                 "--n-iter", "50", "--scheduler", "synchronous", "-q"]) == 0, \
+        capsys.readouterr().err
+    assert read_result(str(tmp_path / "t.zarr")).trace.shape == (1, 50)
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])

@@ -237,8 +237,9 @@ def _stored_settings(out, params, args):
     fit is then only loaded): the default 1000 ran a finished 300-iteration fit on to
     1000 and replaced it, as a seed left out takes the stored one; --burn-in, --thin and
     --n-chains likewise. Without --missing, a fit stored with --missing mask resumes with
-    it (it was refused as "stored 'mask', now 'zero'", a zero never typed), and without
-    --init one started from given columns resumes from them."""
+    it (it was refused as "stored 'mask', now 'zero'", a zero never typed), without
+    --init one started from given columns resumes from them, and without --trace-columns
+    the stored traced columns are kept."""
     from ...engine.fit import stored_fit
     from ..functional import DEFAULTS
 
@@ -265,6 +266,13 @@ def _stored_settings(out, params, args):
                            "that counts: drop --fill-missing, or start afresh with --overwrite "
                            "instead of --resume.")
         params["missing"] = "mask"
+    if args.trace_columns is None:
+        # the traced columns it was started with: a Python fit's n_trace_columns=0 (or
+        # other) has no flag, and resuming it was refused as "stored [], now [0, 1, ...]"
+        if isinstance(stored.get("trace_columns"), list):
+            params["trace_columns"] = stored["trace_columns"]
+        if isinstance(stored.get("n_trace_columns"), int):
+            params["n_trace_columns"] = stored["n_trace_columns"]
     if args.init is None and isinstance(stored.get("init"), list):
         # the columns it started from (refused as "stored [0, 1, 2], now 'auto'")
         params["init"] = [int(j) for j in stored["init"]]
