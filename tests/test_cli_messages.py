@@ -294,7 +294,7 @@ def test_info_describes_a_npy_file_fit_refuses(build, dtype, tmp_path, capsys):
     (["--n-redraw", "-1"], ["--n-redraw must be >= 0"]),
     (["--tempered-warmup", "30"], ["--tempered-warmup (30) must not exceed --burn-in (10)",
                                    "Lower --tempered-warmup"]),
-    (["--init", "1"], ["--init as an array must hold K=2", "got [1]"]),
+    (["--init", "1"], ["--init must hold 2 column indices (--k 2)", "got [1]"]),
     (["--bounds", "1", "-1"], ["--bounds must satisfy a < b", "e.g. --bounds -1 1"]),
     # a negative index is out of range, not a name
     (["--trace-columns", "-1"], ["--trace-columns must lie in [0, 10), got -1"]),
@@ -318,7 +318,8 @@ def test_parameter_refusals_name_the_flags(extra, fragments, tmp_path, capsys):
     assert rc == 2, err
     assert_one_line_error(err, *fragments, progress_allowed=True)
     for name in ("n_tries", "candidate_pool", "n_redraw", "tempered_warmup", "burn_in",
-                 "error: init", "error: bounds", "array(", "None", " init ", "feature_names"):
+                 "error: init", "error: bounds", "array(", "None", " init ", "feature_names",
+                 "as an array"):
         assert name not in err, err
 
 
@@ -988,3 +989,15 @@ def test_the_engines_log_is_said_as_warnings_are_and_quiet_silences_it(capsys):
         assert buf.getvalue() == want
         assert capsys.readouterr().err == ""
     assert logging.getLogger("dask_bid").handlers == []  # given back
+
+
+def test_a_resume_refused_for_the_burn_in_names_the_warm_up_in_flag_words(tmp_path, capsys):
+    """The warm-up the burn-in derives is said to follow it "when not given" (the
+    library's "when 'auto'": the flag takes no 'auto')."""
+    path = _npy_good(tmp_path)
+    args = ["fit", str(path), "--k", "2", "--out", str(tmp_path / "o.zarr"), *FAST]
+    assert main([*args, "-q"]) == 0
+    assert main([*args, "--resume", "--burn-in", "12"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "(--burn-in: stored 10, now 12; "
+                          "--tempered-warmup: stored 7, now 9 (from --burn-in when not "
+                          "given))", progress_allowed=True)

@@ -130,6 +130,10 @@ def _flag_words(text: str) -> str:
     # spellings of the Python API that have a command-line word
     text = text.replace("or None (every column)", "or none (every column)")
     text = re.sub(r"\b(unknown )?init (columns|')", r"\1--init \2", text)
+    text = re.sub(r"\binit as an array must hold K=(\d+) integer column indices",
+                  r"--init must hold \1 column indices (--k \1)", text)
+    # a warm-up length the command line leaves out (its flag takes no 'auto')
+    text = text.replace(" when 'auto')", " when not given)")
     text = text.replace("(a DataFrame, feature_names=, a text file's header; command line: "
                         "--column-names)", "(--column-names FILE, or a text file's header)")
     # the command line replaces a failed fit of its own without --overwrite
