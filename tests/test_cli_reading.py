@@ -469,6 +469,13 @@ def test_subnormal_entries_are_counted_and_warned_about(A, tmp_path, capsys):
             in err), err
     assert zarr.open_array(tmp_path / "g.txt.zarr", mode="r").attrs[
         "dask_bid_n_subnormal"] == 2
+    # the store converted from it, fitted directly, says it too (only the file's fit did)
+    assert main(["fit", str(tmp_path / "g.txt.zarr"), "--k", "2", "--out",
+                 str(tmp_path / "s.zarr"), "--n-iter", "10", "--burn-in", "2",
+                 "--scheduler", "synchronous"]) == 0
+    err = capsys.readouterr().err
+    assert f"dask-bid: warning: 2 entries of {str(tmp_path / 'g.txt.zarr')!r} are subnormal" \
+        in err, err
     np.save(tmp_path / "clean.npy", A)  # none: no line, no warning
     assert "n_subnormal" in _info(tmp_path / "clean.npy", capsys)
     assert main(["info", str(tmp_path / "clean.npy")]) == 0

@@ -457,6 +457,13 @@ def run(args):
         if n_kept:
             say(f"missing      {n_kept} NaN entries of {args.input} left out of the "
                 f"likelihood (--missing mask; kept in {src})", quiet=args.quiet)
+    elif sparse_src is None and not is_url(src):
+        # a store converted before (`dask-bid convert`) recorded its subnormal entries:
+        # said as for the file (only a fit of the file said it)
+        n_sub = converted_subnormal_count(src)
+        if n_sub:
+            advice = SUBNORMAL_ADVICE_MASKED if masked else SUBNORMAL_ADVICE
+            warnings.warn(advice.format(n=n_sub, src=src), UserWarning, stacklevel=1)
     # a sparse input's size is that of its observed entries (row, value: 16 bytes each)
     client, where = choose_scheduler(
         args.scheduler, shape if sparse_src is None else (_n_observed(src), 2))
