@@ -1001,3 +1001,18 @@ def test_a_resume_refused_for_the_burn_in_names_the_warm_up_in_flag_words(tmp_pa
     assert_one_line_error(capsys.readouterr().err, "(--burn-in: stored 10, now 12; "
                           "--tempered-warmup: stored 7, now 9 (from --burn-in when not "
                           "given))", progress_allowed=True)
+
+
+def test_info_shows_no_collapsed_option_of_another_samplers_fit(tmp_path, capsys):
+    """A --sampler plain fit listed n_pivot=8, n_tries=8, tempered_warmup=7 ..., options
+    fit refuses with that sampler since its chain never reads them."""
+    path = _npy_good(tmp_path)
+    for sampler, shown in (("plain", False), ("collapsed", True)):
+        out = tmp_path / f"{sampler}.zarr"
+        assert main(["fit", str(path), "--k", "2", "--out", str(out), *FAST, "--sampler",
+                     sampler, "-q"]) == 0
+        assert main(["info", str(out)]) == 0
+        params = next(ln for ln in capsys.readouterr().out.splitlines()
+                      if ln.startswith("  params "))
+        for name in ("n_pivot=", "n_tries=", "tempered_warmup=", "n_anneal=", "n_redraw="):
+            assert (name in params) is shown, (sampler, params)

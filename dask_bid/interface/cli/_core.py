@@ -76,6 +76,11 @@ def one_line(exc) -> str:
     return msg or type(exc).__name__
 
 
+#: options read by the collapsed sampler only (``chain_config`` zeroes them otherwise):
+#: ``fit`` refuses them with another sampler, ``info`` does not show them there
+COLLAPSED_ONLY = ("n_tries", "n_pivot", "n_redraw", "tempered_warmup", "n_anneal",
+                  "anneal_every")
+
 #: Python parameter -> command-line flag, for messages written for the Python API
 _FLAGS = {"n_components": "--k", "n_iter": "--n-iter", "burn_in": "--burn-in",
           "thin": "--thin", "n_chains": "--n-chains", "random_state": "--seed",

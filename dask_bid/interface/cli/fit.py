@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from ._core import (
+    COLLAPSED_ONLY,
     PROG,
     CLIError,
     cli_words,
@@ -148,9 +149,7 @@ def params_from_args(args) -> dict:
 
 
 #: options read by the collapsed sampler only (``chain_config`` zeroes them otherwise)
-_COLLAPSED_ONLY = (("n_tries", "--n-tries"), ("n_pivot", "--n-pivot"),
-                   ("n_redraw", "--n-redraw"), ("tempered_warmup", "--tempered-warmup"),
-                   ("n_anneal", "--n-anneal"), ("anneal_every", "--anneal-every"))
+_COLLAPSED_ONLY = tuple((name, "--" + name.replace("_", "-")) for name in COLLAPSED_ONLY)
 
 
 def _full_params(params):

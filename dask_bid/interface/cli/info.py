@@ -9,6 +9,7 @@ import os
 import numpy as np
 
 from ._core import (
+    COLLAPSED_ONLY,
     CLIError,
     cli_words,
     file_suffix,
@@ -472,9 +473,12 @@ def info_lines(info) -> list[str]:
                                               judged_sampler(p), label="  check      "))
             lines.append(f"  time       {_seconds(s.get('elapsed'))} s sampling, summed over the "
                          "chains")
+        # the collapsed sampler's own options are not shown for another sampler, which
+        # never read them (fit refuses them there: "that chain would ignore them")
+        ignored = () if p.get("sampler", "collapsed") == "collapsed" else COLLAPSED_ONLY
         other = {k: v for k, v in p.items() if k not in (
             "model", "aggressive", "sampler", "n_components", "bounds", "n_chains", "n_iter",
-            "burn_in", "thin", "init", "versions", "entropy")}
+            "burn_in", "thin", "init", "versions", "entropy", *ignored)}
         if other:
             lines.append("  params     " + ", ".join(f"{k}={v}" for k, v in sorted(other.items())))
     return lines
