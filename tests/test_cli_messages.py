@@ -283,9 +283,9 @@ def test_info_describes_a_npy_file_fit_refuses(build, dtype, tmp_path, capsys):
 
 @pytest.mark.parametrize("extra, fragments", [
     (["--n-tries", "0"], ["--n-tries must be >= 1"]),
-    (["--thin", "30"], ["--thin 30 leaves one retained draw of the 30 iterations after the "
-                        "burn-in (--n-iter 40, --burn-in 10). Lower the thinning (--thin) or "
-                        "raise --n-iter."]),
+    (["--thin", "31"], ["--thin 31 exceeds the 30 iterations after the burn-in (--n-iter 40, "
+                        "--burn-in 10): it would keep their first draw only. Lower the "
+                        "thinning (--thin) or raise --n-iter."]),
     (["--candidate-pool", "2"], ["--candidate-pool must be >= 3", "or none (every column)"]),
     (["--init", "1,99"], ["--init columns must be 2 distinct indices"]),
     (["--init", "sketchy"], ["unknown --init 'sketchy'"]),

@@ -210,9 +210,9 @@ PARAMS = [
     (dict(n_iter=10, burn_in=10), r"burn_in \(10\) must be smaller than n_iter \(10\).*Lower"),
     (dict(n_iter=10, burn_in=25), r"burn_in \(25\) must be smaller than n_iter \(10\)"),
     # a whole fit for one retained draw (it ran, then warned)
-    (dict(n_iter=10, burn_in=2, thin=8), r"thin=8 leaves one retained draw of the 8 "
-                                         r"iterations after the burn-in \(n_iter=10, "
-                                         r"burn_in=2\)\. Lower the thinning"),
+    (dict(n_iter=10, burn_in=2, thin=9), r"thin=9 exceeds the 8 iterations after the "
+                                         r"burn-in \(n_iter=10, burn_in=2\): it would keep "
+                                         r"their first draw only\. Lower the thinning"),
     (dict(burn_in=-1), "burn_in must be >= 0"),
     (dict(n_iter=0, burn_in=0), "n_iter must be >= 1"),
     (dict(n_iter=5.5), "n_iter must be an integer"),

@@ -221,13 +221,15 @@ def validate_params(p: dict, n_cols: int | None = None) -> dict:
     out["thin"] = thin = _int("thin", p["thin"], 1,
                               hint=" It keeps every thin-th draw; use thin=1 to keep every "
                                    "draw after burn-in.")
-    if thin > 1 and thin >= n_iter - burn_in:
-        # (it ran the whole fit for one retained draw, the burn-in's next: no interval, no
-        # convergence check; draws are kept at burn_in, burn_in + thin, ... < n_iter)
+    if thin > n_iter - burn_in:
+        # a thinning interval longer than the sampling window is a slip (thin=200 of 90
+        # iterations ran the whole fit for one retained draw, the burn-in's next: no
+        # interval, no convergence check). Draws are kept at burn_in, burn_in + thin, ...
+        # < n_iter: a shorter thin may keep one draw too, as short trial runs do.
         raise ParameterError(
-            f"thin={thin} leaves one retained draw of the {n_iter - burn_in} iterations "
-            f"after the burn-in (n_iter={n_iter}, burn_in={burn_in}). Lower the thinning "
-            "(thin=) or raise n_iter.")
+            f"thin={thin} exceeds the {n_iter - burn_in} iterations after the burn-in "
+            f"(n_iter={n_iter}, burn_in={burn_in}): it would keep their first draw only. "
+            "Lower the thinning (thin=) or raise n_iter.")
     if "aggressive" in p:
         raise ParameterError(
             "aggressive= was replaced by sampler=: use sampler='aggressive' (Algorithm 2), "
