@@ -285,9 +285,10 @@ def _checked(path, nums, r, c, v, index_base, shape, keep_nan=False):
     if huge.any():
         k = int(np.flatnonzero(huge)[0])
         raise InputShapeError(
-            f"{_where(path, nums[k])}: row {_num(r[k])} or column {_num(c[k])} is too "
-            f"large to be an index (below 2**53 = {INDEX_MAX:,}); fix the line, or map ids to "
-            "0, 1, ... first (e.g. pandas.factorize).")
+            f"{_where(path, nums[k])}: row {_num(r[k])} or column {_num(c[k])} (as read, "
+            "in float64: rounded from 2**53 on) is too large to be an index (below 2**53 = "
+            f"{INDEX_MAX:,}); fix the line, or map ids to 0, 1, ... first (e.g. "
+            "pandas.factorize).")
     ri = r.astype(np.int64) - index_base
     ci = c.astype(np.int64) - index_base
     neg = (ri < 0) | (ci < 0)
