@@ -25,15 +25,17 @@ def test_a_npy_becomes_a_zarr_array_that_fit_reads(npy, tmp_path, capsys):
     path, A = npy
     store = tmp_path / "A.zarr"
     assert main(["convert", str(path), "--out", str(store)]) == 0
-    err = capsys.readouterr().err  # phase lines, as the sparse conversion's
-    assert f"converted    {path} -> {store} (30 x 7 float64, chunks 30 x 7)" in err
+    # the outcome on stdout, for a script (it was on stderr, stdout empty); the progress
+    # bar on stderr
+    out = capsys.readouterr().out
+    assert out == f"converted    {path} -> {store} (30 x 7 float64, chunks 30 x 7)\n", out
     z = zarr.open_array(store, mode="r")
     assert z.metadata.zarr_format == 3
     np.testing.assert_array_equal(z[...], A)
     # the same command again reuses it
     assert main(["convert", str(path), "--out", str(store)]) == 0
-    err = capsys.readouterr().err
-    assert "reusing" in err and "converted    " not in err, err  # not both, contradicting
+    out = capsys.readouterr().out
+    assert out == f"reusing {store} (already converted from {path})\n", out  # not both
     fit = tmp_path / "fit.zarr"
     assert main(["fit", str(store), "--k", "2", "--out", str(fit), "-q", *FAST]) == 0
     assert zarr.open_group(fit, mode="r").attrs["dask_bid"]["input"]["path"].endswith(
@@ -72,7 +74,7 @@ def test_a_text_matrix_keeps_names_and_its_nan_only_when_asked(tmp_path, capsys)
     assert main(["convert", str(src), "--format", "dense", "--out", str(store),
                  "--missing", "mask"]) == 0
     assert "1 NaN kept as missing entries (fitted with --missing mask)" in \
-        capsys.readouterr().err
+        capsys.readouterr().out
     z = zarr.open_array(store, mode="r")
     np.testing.assert_array_equal(z[...], A)  # NaN where it was, the labels left out
     assert z.attrs["dask_bid_column_names"] == [f"d{j}" for j in range(6)]
@@ -80,7 +82,7 @@ def test_a_text_matrix_keeps_names_and_its_nan_only_when_asked(tmp_path, capsys)
     zero = tmp_path / "zero.zarr"
     assert main(["convert", str(src), "--format", "dense", "--out", str(zero),
                  "--fill-missing", "zero"]) == 0
-    assert "1 NaN replaced by 0" in capsys.readouterr().err
+    assert "1 NaN replaced by 0" in capsys.readouterr().out
     np.testing.assert_array_equal(zarr.open_array(zero, mode="r")[...], np.nan_to_num(A))
 
 

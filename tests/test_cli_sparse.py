@@ -242,7 +242,7 @@ def test_convert_command(tmp_path, capsys):
     capsys.readouterr()
     # the same file and options again: reused, as a dense file's conversion is
     assert main(["convert", str(src), "--out", str(store), "--index-base", "1"]) == 0
-    assert f"reusing {store} (already converted from {src})" in capsys.readouterr().err
+    assert capsys.readouterr().out == f"reusing {store} (already converted from {src})\n"
     # other options: the store is not replaced without --overwrite
     assert main(["convert", str(src), "--out", str(store), "--index-base", "0", "-q"]) == 2
     assert_one_line_error(capsys.readouterr().err, "--index-base 1 --columns 1,2,3, and this "
@@ -259,7 +259,7 @@ def test_convert_command(tmp_path, capsys):
                           "reads it with --index-base 1 --columns 1,2,3 and no --shape")
     assert main(["convert", str(src), "--out", str(store), "--index-base", "1", "--shape",
                  f"{M + 5},{N}"]) == 0  # the same shape again: reused
-    assert f"reusing {store}" in capsys.readouterr().err
+    assert f"reusing {store}" in capsys.readouterr().out
     assert main(["convert", str(src), "--out", str(store), "--index-base", "1", "-q",
                  "--overwrite"]) == 0
     # a --shape wider than the file: columns a fit refuses, said at once, nothing written

@@ -70,7 +70,8 @@ def _not_this_conversion(existing, src, dst, stamp) -> str:
 
 
 def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
-                    fill_missing=None, row_labels="auto", header="auto", hold=False):
+                    fill_missing=None, row_labels="auto", header="auto", hold=False,
+                    reuse_to=None):
     """Convert a ``.npy``, ``.csv``, ``.txt`` or ``.tsv`` matrix to a Zarr v3 array.
 
     The file is streamed in row blocks (a ``.npy`` is memory-mapped), so a matrix larger
@@ -108,6 +109,9 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     hold : bool
         Hold the store for reading until the command ends (``fit``): no other process
         converts it again meanwhile (:func:`hold_for_command`).
+    reuse_to : file, optional
+        Where the "reusing" line goes (default stderr, a phase line of ``fit``; the
+        outcome of ``convert``, on stdout).
 
     Returns
     -------
@@ -121,7 +125,8 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     # (K = 5, 10, 20 into one folder) wait for the first one's store, then reuse it
     with conversion_lock(dst, quiet):
         out = _convert(src, dst, quiet=quiet, overwrite=overwrite, chunks=chunks,
-                       fill_missing=fill_missing, row_labels=row_labels, header=header)
+                       fill_missing=fill_missing, row_labels=row_labels, header=header,
+                       reuse_to=reuse_to)
         if hold:
             hold_for_command(dst)  # before the lock goes: no conversion in between
         return out
@@ -174,7 +179,8 @@ def conversion_lock(dst, quiet):
         lock.release()
 
 
-def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, header):
+def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, header,
+             reuse_to=None):
     from tqdm.auto import tqdm
 
     from ..._errors import OutputExistsError, StoreNotFoundError
@@ -219,7 +225,8 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
             if not (_needs_reconversion(existing, fill_missing)
                     or _layout_differs(existing, layout) or rechunk):
                 if not quiet:
-                    print(f"reusing {dst} (already converted from {src})", file=sys.stderr)
+                    print(f"reusing {dst} (already converted from {src})",
+                          file=reuse_to or sys.stderr)
                 return dst
         elif _unfinished(existing):
             # a conversion that was stopped (Ctrl-C, a killed process): ours and of no use;

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import sys
 
-from ._core import CLIError, file_suffix, is_url, say
+from ._core import CLIError, file_suffix, is_url, print_lines, say
 from .reading import (
     FILL_CHOICES,
     KEEP_NAN,
@@ -147,8 +148,10 @@ def _convert_dense(args, src, dst):
                        "e.g. --out A.zarr.")
     fill = fill_treatment(args.fill_missing, args.missing == "mask")
     before = _meta_stamp(dst)
+    # the outcome (converted or reused) on stdout, as other commands' results: the
+    # progress and phase lines on stderr
     convert_to_zarr(src, dst, quiet=args.quiet, overwrite=args.overwrite, chunks=args.chunks,
-                    fill_missing=fill, **text_options(args, src))
+                    fill_missing=fill, reuse_to=sys.stdout, **text_options(args, src))
     if before is not None and _meta_stamp(dst) == before:
         return 0  # reused: its "reusing" line said so (a "converted" line contradicted it)
     import zarr
@@ -157,8 +160,8 @@ def _convert_dense(args, src, dst):
     n = converted_fill_count(dst, kept=fill == KEEP_NAN)
     nan = ("" if not n else f", {n} NaN kept as missing entries (fitted with --missing mask)"
            if fill == KEEP_NAN else f", {n} NaN replaced by 0")
-    say(f"converted    {src} -> {dst} ({z.shape[0]} x {z.shape[1]} {z.dtype}, chunks "
-        f"{z.chunks[0]} x {z.chunks[1]}{nan})", quiet=args.quiet)
+    print_lines([f"converted    {src} -> {dst} ({z.shape[0]} x {z.shape[1]} {z.dtype}, "
+                 f"chunks {z.chunks[0]} x {z.chunks[1]}{nan})"], args.quiet)
     return 0
 
 

@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from ..._files import same_file
-from ._core import CLIError, file_suffix, human_bytes, is_url, say
+from ._core import CLIError, file_suffix, human_bytes, is_url, print_lines, say
 
 __all__ = ["add_sparse_options", "sparse_input", "sparse_kind", "describe_sparse",
            "sparse_info_lines", "convert_triplet_file"]
@@ -173,10 +173,11 @@ def _convert_triplets_once(src, dst, args, quiet):
     return dst
 
 
-def _convert(src, dst, args, quiet, overwrite):
+def _convert(src, dst, args, quiet, overwrite, outcome=False):
     """The conversion itself, for ``fit`` and ``convert``: refused where it would
     replace another conversion or a store a fit reads, then said with its header's
-    fields; columns a fit would refuse are said at once."""
+    fields; columns a fit would refuse are said at once. ``outcome``: the "converted"
+    line is the command's result (``convert``: stdout), not a phase line (``fit``)."""
     from ...engine.lock import refuse_if_read
     from ..sparse_io import convert_triplets
 
@@ -185,8 +186,9 @@ def _convert(src, dst, args, quiet, overwrite):
     res = convert_triplets(src, dst, overwrite=overwrite, quiet=quiet, **_triplet_kw(args))
     _check_empty_columns(dst, src, args, made=True)
     M, N = res.shape
-    say(f"converted    {src} -> {dst} ({res.nnz} observed of {M} x {N}, "
-        f"{res.nnz / (M * N):.3%})", quiet=quiet)
+    line = f"converted    {src} -> {dst} ({res.nnz} observed of {M} x {N}, " \
+        f"{res.nnz / (M * N):.3%})"
+    print_lines([line], quiet) if outcome else say(line, quiet=quiet)
     _say_fields(src, args, quiet)
 
 
@@ -356,10 +358,10 @@ def convert_triplet_file(args):
     if _reusable(dst, src, args):  # as a dense file's conversion: made once
         import sys
 
-        if not args.quiet:
-            print(f"reusing {dst} (already converted from {src})", file=sys.stderr)
+        if not args.quiet:  # the outcome, on stdout as the "converted" line
+            print(f"reusing {dst} (already converted from {src})", file=sys.stdout)
         return 0
-    _convert(src, dst, args, args.quiet, overwrite=args.overwrite)
+    _convert(src, dst, args, args.quiet, overwrite=args.overwrite, outcome=True)
     return 0
 
 
