@@ -66,8 +66,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="bench_rt_")
     store = os.path.join(tmp, "A.zarr")
     to_zarr(A, store, chunks=(64, 100))
-    kw = dict(n_iter=args.n_iter, burn_in=10, random_state=11, block_size=args.block_size,
-              chunks=(64, 100))
+    # burn-in 10 unless --n-iter is shorter (it crashed for --n-iter <= 10)
+    kw = dict(n_iter=args.n_iter, burn_in=min(10, args.n_iter // 2), random_state=11,
+              block_size=args.block_size, chunks=(64, 100))
     events = (cluster.DistributedExecutor.submit_reporting, cluster.DistributedExecutor.collect)
     rows = []
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cl, \

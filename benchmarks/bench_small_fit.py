@@ -26,6 +26,8 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--n-iter", type=int, default=1000)
     args = ap.parse_args(argv)
+    # the default burn-in (200) unless --n-iter is shorter: it crashed for --n-iter <= 200
+    burn_in = min(200, args.n_iter // 2)
 
     import dask_bid
     from dask_bid import bayesian_id
@@ -41,10 +43,11 @@ def main(argv=None):
         mem, sync = [], []
         for r in range(args.repeat):
             t = time.perf_counter()
-            bayesian_id(A, 5, n_iter=args.n_iter, random_state=r)
+            bayesian_id(A, 5, n_iter=args.n_iter, burn_in=burn_in, random_state=r)
             mem.append(time.perf_counter() - t)
             t = time.perf_counter()
-            bayesian_id(store, 5, n_iter=args.n_iter, random_state=r, client="synchronous")
+            bayesian_id(store, 5, n_iter=args.n_iter, burn_in=burn_in, random_state=r,
+                        client="synchronous")
             sync.append(time.perf_counter() - t)
             print(f"repeat {r}: in memory {mem[-1]:.2f} s, engine (synchronous) {sync[-1]:.2f} s")
     print(f"median: in memory {statistics.median(mem):.2f} s, "
