@@ -304,6 +304,8 @@ def test_info_describes_a_npy_file_fit_refuses(build, dtype, tmp_path, capsys):
     # options another sampler would ignore without a word
     (["--sampler", "aggressive", "--n-tries", "3"],
      ["--n-tries applies to the collapsed sampler", "runs the aggressive one"]),
+    (["--sampler", "plain", "--acceptance", "barker"],
+     ["--acceptance applies to the collapsed sampler", "runs the plain one"]),
     (["--plain", "--n-pivot", "3", "--tempered-warmup", "2"],
      ["--n-pivot, --tempered-warmup apply to the collapsed sampler", "the plain one"]),
     # an empty list drew nothing and said nothing (exit 0)
@@ -1014,5 +1016,6 @@ def test_info_shows_no_collapsed_option_of_another_samplers_fit(tmp_path, capsys
         assert main(["info", str(out)]) == 0
         params = next(ln for ln in capsys.readouterr().out.splitlines()
                       if ln.startswith("  params "))
-        for name in ("n_pivot=", "n_tries=", "tempered_warmup=", "n_anneal=", "n_redraw="):
+        for name in ("n_pivot=", "n_tries=", "tempered_warmup=", "n_anneal=", "n_redraw=",
+                     "acceptance=", "warmup_temperature="):
             assert (name in params) is shown, (sampler, params)

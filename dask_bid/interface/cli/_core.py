@@ -79,7 +79,7 @@ def one_line(exc) -> str:
 #: options read by the collapsed sampler only (``chain_config`` zeroes them otherwise):
 #: ``fit`` refuses them with another sampler, ``info`` does not show them there
 COLLAPSED_ONLY = ("n_tries", "n_pivot", "n_redraw", "tempered_warmup", "n_anneal",
-                  "anneal_every")
+                  "anneal_every", "acceptance", "warmup_temperature")
 
 #: Python parameter -> command-line flag, for messages written for the Python API
 _FLAGS = {"n_components": "--k", "n_iter": "--n-iter", "burn_in": "--burn-in",

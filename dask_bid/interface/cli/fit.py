@@ -138,7 +138,7 @@ def params_from_args(args) -> dict:
         params["trace_columns"] = [int(x) if x.strip().lstrip("-").isdigit() else x.strip()
                                    for x in args.trace_columns.split(",") if x.strip()]
     sampler = str(params.get("sampler", "collapsed")).lower()
-    unused = [flag for opt, flag in _COLLAPSED_ONLY if getattr(args, opt) is not None]
+    unused = [flag for opt, flag in _COLLAPSED_ONLY if getattr(args, opt, None) is not None]
     if sampler != "collapsed" and unused:
         # they would be ignored without a word: the user meant another chain
         raise CLIError(f"{', '.join(unused)} appl{'ies' if len(unused) == 1 else 'y'} to the "
