@@ -104,8 +104,9 @@ def check_sparse_options(args):
             # "reads a local file", a circle of advice)
             raise CLIError(f"{', '.join(given)} {verb} a triplet file, and {src!r} is a "
                            "store, which holds its shape and indices: drop them.")
-        if src is not None and args.format is None and file_suffix(src) == ".npy":
-            # (--format triplets, as advised, then read the binary file as text lines)
+        if src is not None and file_suffix(src) == ".npy":
+            # (--format triplets, as advised, then read the binary file as text lines, or
+            # refused it: "drop --format triplets", a loop of advice)
             raise CLIError(f"{', '.join(given)} {verb} a triplet file, and {src!r} is a .npy "
                            "file, a dense matrix: drop them.")
         raise CLIError(f"{', '.join(given)} {verb} a triplet file: pass --format triplets "
