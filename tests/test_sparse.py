@@ -577,6 +577,17 @@ def test_triplet_lines_read_as_written(text, want, tmp_path):
     np.testing.assert_array_equal(got, want)
 
 
+def test_a_shape_no_triplet_file_can_index_is_refused(tmp_path):
+    """--shape 10**20,2 made a store whose fit failed with a MemoryError
+    (its row chunks listed)."""
+    src = tmp_path / "t.csv"
+    src.write_text("0,0,1.5\n1,1,2\n")
+    with pytest.raises(ParameterError, match=r"shape \(100000000000000000000, 2\) is larger "
+                       r"than any triplet file can index \(at most 2\*\*53"):
+        convert_triplets(src, tmp_path / "t.zarr", shape=(10**20, 2), quiet=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
+
+
 @pytest.mark.parametrize("text, match", [
     # a quoted value holding the separator was read as its first half (1.0)
     ('0,0,"1,234.5"\n1,1,2\n', "line 1: .* is not a \\(row, column, value\\) triplet"),

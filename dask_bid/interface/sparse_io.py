@@ -341,6 +341,12 @@ def _check_args(path, shape, index_base, columns):
         if len(shape) != 2 or min(shape) < 1:
             raise ParameterError(f"shape must be (rows, columns), two positive integers, got "
                                  f"{shape!r}.")
+        if max(shape) > INDEX_MAX:
+            # the indices cannot reach it (read as float64: exact below 2**53), and a fit
+            # of such a store failed with a MemoryError building its row chunks
+            raise ParameterError(f"shape {shape} is larger than any triplet file can index "
+                                 f"(at most 2**53 = {INDEX_MAX:,} rows and columns); give "
+                                 "the matrix's real shape, or none.")
     return path, shape
 
 
