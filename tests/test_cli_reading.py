@@ -469,6 +469,12 @@ def test_subnormal_entries_are_counted_and_warned_about(A, tmp_path, capsys):
             in err), err
     assert zarr.open_array(tmp_path / "g.txt.zarr", mode="r").attrs[
         "dask_bid_n_subnormal"] == 2
+    # convert says it too, and info of the store (only a fit of the file did)
+    assert main(["convert", str(path), "--format", "dense", "--out",
+                 str(tmp_path / "c.zarr")]) == 0
+    assert "dask-bid: warning: 2 entries of" in capsys.readouterr().err
+    assert main(["info", str(tmp_path / "c.zarr")]) == 0
+    assert "  subnormal  2 entries with 0 < |x| < 2.2e-308" in capsys.readouterr().out
     # the store converted from it, fitted directly, says it too (only the file's fit did)
     assert main(["fit", str(tmp_path / "g.txt.zarr"), "--k", "2", "--out",
                  str(tmp_path / "s.zarr"), "--n-iter", "10", "--burn-in", "2",

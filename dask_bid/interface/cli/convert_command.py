@@ -131,7 +131,12 @@ def _refuse_a_table_read_either_way(src, width):
 
 
 def _convert_dense(args, src, dst):
-    from .convert import CONVERTIBLE_SUFFIXES, convert_to_zarr, converted_fill_count
+    from .convert import (
+        CONVERTIBLE_SUFFIXES,
+        convert_to_zarr,
+        converted_fill_count,
+        converted_subnormal_count,
+    )
     from .sparse import check_sparse_options
 
     check_sparse_options(args)  # --sep, --columns ... describe a triplet file
@@ -162,6 +167,14 @@ def _convert_dense(args, src, dst):
            if fill == KEEP_NAN else f", {n} NaN replaced by 0")
     print_lines([f"converted    {src} -> {dst} ({z.shape[0]} x {z.shape[1]} {z.dtype}, "
                  f"chunks {z.chunks[0]} x {z.chunks[1]}{nan})"], args.quiet)
+    n_sub = converted_subnormal_count(dst)
+    if n_sub:  # said here too, as a fit of the file says it (only fits did)
+        import warnings
+
+        from .reading import SUBNORMAL_ADVICE, SUBNORMAL_ADVICE_MASKED
+
+        advice = SUBNORMAL_ADVICE_MASKED if fill == KEEP_NAN else SUBNORMAL_ADVICE
+        warnings.warn(advice.format(n=n_sub, src=src), UserWarning, stacklevel=1)
     return 0
 
 

@@ -23,6 +23,7 @@ from ._core import (
 from .convert import (
     CONVERTIBLE_SUFFIXES,
     MISSING_ATTR,
+    SUBNORMAL_ATTR,
     TEXT_SUFFIXES,
     count_rows,
     detect_text_layout,
@@ -185,6 +186,10 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         recorded = None
         if isinstance(conv, dict):
             info["converted_from"] = conv.get("path")
+            # the subnormal entries the conversion met (the file's info said them, the
+            # store's did not)
+            with contextlib.suppress(Exception):
+                info["n_subnormal"] = int(node.attrs.get(SUBNORMAL_ATTR) or 0)
             missing = node.attrs.get(MISSING_ATTR)
             if isinstance(missing, dict):
                 info["filled"] = {"fill": missing.get("fill"),
