@@ -11,6 +11,7 @@ import os
 import posixpath
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -455,6 +456,18 @@ def converted_fill_count(path, kept=False) -> int:
 def converted_subnormal_count(path) -> int:
     """How many subnormal entries the conversion at ``path`` met (0 if none or unknown)."""
     return _stored_count(path, lambda attrs: attrs.get(SUBNORMAL_ATTR))
+
+
+def warn_subnormal(store, named, masked):
+    """Warn of the subnormal entries the conversion at ``store`` met, naming ``named``
+    (the file, or the store fitted); ``masked``: --missing mask is in force, so the advice
+    does not ask for it. ``fit`` of a file or a store and ``convert`` say it alike."""
+    n = converted_subnormal_count(store)
+    if n:
+        from .reading import SUBNORMAL_ADVICE, SUBNORMAL_ADVICE_MASKED
+
+        advice = SUBNORMAL_ADVICE_MASKED if masked else SUBNORMAL_ADVICE
+        warnings.warn(advice.format(n=n, src=named), UserWarning, stacklevel=1)
 
 
 def _remove_store(path):

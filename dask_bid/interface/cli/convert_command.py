@@ -135,7 +135,7 @@ def _convert_dense(args, src, dst):
         CONVERTIBLE_SUFFIXES,
         convert_to_zarr,
         converted_fill_count,
-        converted_subnormal_count,
+        warn_subnormal,
     )
     from .sparse import check_sparse_options
 
@@ -167,14 +167,7 @@ def _convert_dense(args, src, dst):
            if fill == KEEP_NAN else f", {n} NaN replaced by 0")
     print_lines([f"converted    {src} -> {dst} ({z.shape[0]} x {z.shape[1]} {z.dtype}, "
                  f"chunks {z.chunks[0]} x {z.chunks[1]}{nan})"], args.quiet)
-    n_sub = converted_subnormal_count(dst)
-    if n_sub:  # said here too, as a fit of the file says it (only fits did)
-        import warnings
-
-        from .reading import SUBNORMAL_ADVICE, SUBNORMAL_ADVICE_MASKED
-
-        advice = SUBNORMAL_ADVICE_MASKED if fill == KEEP_NAN else SUBNORMAL_ADVICE
-        warnings.warn(advice.format(n=n_sub, src=src), UserWarning, stacklevel=1)
+    warn_subnormal(dst, src, fill == KEEP_NAN)  # as a fit of the file says it (only fits did)
     return 0
 
 

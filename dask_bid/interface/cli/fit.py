@@ -28,10 +28,10 @@ from .convert import (
     converted_fill_count,
     converted_from,
     converted_path,
-    converted_subnormal_count,
     input_column_names,
     input_shape,
     source_changed,
+    warn_subnormal,
 )
 from .plotting import (
     check_png_replaceable,
@@ -44,8 +44,6 @@ from .progress import ChainProgress, InterruptLatch
 from .reading import (
     FILL_CHOICES,
     MISSING_CHOICES,
-    SUBNORMAL_ADVICE,
-    SUBNORMAL_ADVICE_MASKED,
     add_names_option,
     add_row_names_option,
     add_text_options,
@@ -448,10 +446,7 @@ def run(args):
         if n_filled:
             say(f"filled       {n_filled} NaN entries of {args.input} by 0 (--fill-missing "
                 f"zero; recorded in {src})", quiet=args.quiet)
-        n_sub = converted_subnormal_count(src)
-        if n_sub:
-            advice = SUBNORMAL_ADVICE_MASKED if masked else SUBNORMAL_ADVICE
-            warnings.warn(advice.format(n=n_sub, src=args.input), UserWarning, stacklevel=1)
+        warn_subnormal(src, args.input, masked)
         n_kept = converted_fill_count(src, kept=True)
         if n_kept:
             say(f"missing      {n_kept} NaN entries of {args.input} left out of the "
@@ -459,10 +454,7 @@ def run(args):
     elif sparse_src is None and not is_url(src):
         # a store converted before (`dask-bid convert`) recorded its subnormal entries:
         # said as for the file (only a fit of the file said it)
-        n_sub = converted_subnormal_count(src)
-        if n_sub:
-            advice = SUBNORMAL_ADVICE_MASKED if masked else SUBNORMAL_ADVICE
-            warnings.warn(advice.format(n=n_sub, src=src), UserWarning, stacklevel=1)
+        warn_subnormal(src, src, masked)
     # a sparse input's size is that of its observed entries (row, value: 16 bytes each)
     client, where = choose_scheduler(
         args.scheduler, shape if sparse_src is None else (_n_observed(src), 2))
