@@ -189,7 +189,10 @@ def _convert(src, dst, args, quiet, overwrite, outcome=False):
     M, N = res.shape
     line = f"converted    {src} -> {dst} ({res.nnz} observed of {M} x {N}, " \
         f"{res.nnz / (M * N):.3%})"
-    print_lines([line], quiet) if outcome else say(line, quiet=quiet)
+    if outcome:
+        print_lines([line], quiet)
+    else:
+        say(line, quiet=quiet)
     _say_fields(src, args, quiet)
 
 
