@@ -36,6 +36,10 @@ def test_a_npy_becomes_a_zarr_array_that_fit_reads(npy, tmp_path, capsys):
     assert main(["convert", str(path), "--out", str(store)]) == 0
     out = capsys.readouterr().out
     assert out == f"reusing {store} (already converted from {path})\n", out  # not both
+    # --overwrite converts it again, as for a triplet file (it said "reusing")
+    assert main(["convert", str(path), "--out", str(store), "--overwrite"]) == 0
+    assert capsys.readouterr().out.startswith(f"converted    {path} -> {store}")
+    np.testing.assert_array_equal(zarr.open_array(store, mode="r")[...], A)
     fit = tmp_path / "fit.zarr"
     assert main(["fit", str(store), "--k", "2", "--out", str(fit), "-q", *FAST]) == 0
     assert zarr.open_group(fit, mode="r").attrs["dask_bid"]["input"]["path"].endswith(

@@ -72,7 +72,7 @@ def _not_this_conversion(existing, src, dst, stamp) -> str:
 
 def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
                     fill_missing=None, row_labels="auto", header="auto", hold=False,
-                    reuse_to=None):
+                    reuse_to=None, again=False):
     """Convert a ``.npy``, ``.csv``, ``.txt`` or ``.tsv`` matrix to a Zarr v3 array.
 
     The file is streamed in row blocks (a ``.npy`` is memory-mapped), so a matrix larger
@@ -113,6 +113,9 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     reuse_to : file, optional
         Where the "reusing" line goes (default stderr, a phase line of ``fit``; the
         outcome of ``convert``, on stdout).
+    again : bool
+        Convert again even where this very file's conversion could be reused
+        (``convert --overwrite``, as for a triplet file; it said "reusing").
 
     Returns
     -------
@@ -127,7 +130,7 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     with conversion_lock(dst, quiet):
         out = _convert(src, dst, quiet=quiet, overwrite=overwrite, chunks=chunks,
                        fill_missing=fill_missing, row_labels=row_labels, header=header,
-                       reuse_to=reuse_to)
+                       reuse_to=reuse_to, again=again)
         if hold:
             hold_for_command(dst)  # before the lock goes: no conversion in between
         return out
@@ -181,7 +184,7 @@ def conversion_lock(dst, quiet):
 
 
 def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, header,
-             reuse_to=None):
+             reuse_to=None, again=False):
     from tqdm.auto import tqdm
 
     from ..._errors import OutputExistsError, StoreNotFoundError
@@ -224,7 +227,7 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
                     f"{tuple(existing.chunks)}; pass --overwrite to convert it again with "
                     f"{tuple(chunks)}.")
             if not (_needs_reconversion(existing, fill_missing)
-                    or _layout_differs(existing, layout) or rechunk):
+                    or _layout_differs(existing, layout) or rechunk or again):
                 if not quiet:
                     print(f"reusing {dst} (already converted from {src})",
                           file=reuse_to or sys.stderr)

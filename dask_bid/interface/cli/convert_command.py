@@ -156,7 +156,8 @@ def _convert_dense(args, src, dst):
     # the outcome (converted or reused) on stdout, as other commands' results: the
     # progress and phase lines on stderr
     convert_to_zarr(src, dst, quiet=args.quiet, overwrite=args.overwrite, chunks=args.chunks,
-                    fill_missing=fill, reuse_to=sys.stdout, **text_options(args, src))
+                    fill_missing=fill, reuse_to=sys.stdout, again=args.overwrite,
+                    **text_options(args, src))
     if before is not None and _meta_stamp(dst) == before:
         return 0  # reused: its "reusing" line said so (a "converted" line contradicted it)
     import zarr
