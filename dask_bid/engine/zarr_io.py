@@ -155,30 +155,22 @@ def _enclosing_kind(folder) -> str | None:
     """What the local ``folder`` is, if an output must not lie inside it: "the Zarr
     array", "the dask_bid result", "the sparse store"; None for anything else (a plain
     folder, or a Zarr group of the user's own, which may hold outputs)."""
+    if os.path.isfile(os.path.join(folder, ".zarray")):  # a Zarr v2 array (an input)
+        return "the Zarr array"
+    # results and sparse stores are Zarr v3 groups: their zarr.json holds the attributes
     try:
-        if os.path.isfile(os.path.join(folder, ".zarray")):
+        with open(os.path.join(folder, "zarr.json"), encoding="utf-8") as fh:
+            meta = json.load(fh)
+        attrs = meta.get("attributes") or {}
+        if meta.get("node_type") == "array":
             return "the Zarr array"
-        for name, attrs_name in (("zarr.json", None), (".zgroup", ".zattrs")):
-            meta_file = os.path.join(folder, name)
-            if not os.path.isfile(meta_file):
-                continue
-            with open(meta_file, encoding="utf-8") as fh:
-                meta = json.load(fh)
-            if meta.get("node_type") == "array":
-                return "the Zarr array"
-            attrs = meta.get("attributes") or {}
-            if attrs_name is not None and os.path.isfile(os.path.join(folder, attrs_name)):
-                with open(os.path.join(folder, attrs_name), encoding="utf-8") as fh:
-                    attrs = json.load(fh)
-            from .sparse_store import SPARSE_ATTR
-
-            if "dask_bid" in attrs:
-                return "the dask_bid result"
-            if SPARSE_ATTR in attrs:
-                return "the sparse store"
     except (OSError, ValueError, AttributeError):
-        return None  # unreadable metadata: nothing to say of it
-    return None
+        return None  # no metadata, or unreadable: nothing to say of it
+    from .sparse_store import SPARSE_ATTR
+
+    if "dask_bid" in attrs:
+        return "the dask_bid result"
+    return "the sparse store" if SPARSE_ATTR in attrs else None
 
 
 def refuse_inside_store(path, what="the output"):
