@@ -229,18 +229,18 @@ _STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None),
                                   getattr(signal, "SIGTERM", None)) if s is not None)
 
 
-def _stored_settings(out, params, args):
+def _stored_settings(stored, out, params, args):
     """--resume without --n-iter continues to the stored fit's own n_iter (a finished
     fit is then only loaded): the default 1000 ran a finished 300-iteration fit on to
     1000 and replaced it, as a seed left out takes the stored one; --burn-in, --thin and
     --n-chains likewise. Without --missing, a fit stored with --missing mask resumes with
     it (it was refused as "stored 'mask', now 'zero'", a zero never typed), without
     --init one started from given columns resumes from them, and without --trace-columns
-    the stored traced columns are kept."""
-    from ...engine.fit import stored_fit
+    the stored traced columns are kept. ``stored``: the stored fit's attributes
+    (``engine.fit.stored_fit``; None: nothing stored)."""
     from ..functional import DEFAULTS
 
-    stored = (stored_fit(out) or {}).get("params", {})
+    stored = (stored or {}).get("params", {})
     taken = []
     # the chain's length with it: a left-out --burn-in (default 200) beside a stored
     # --n-iter 200 was refused as "--burn-in (200) must be smaller than --n-iter (200)";
@@ -275,13 +275,11 @@ def _stored_settings(out, params, args):
         params["init"] = [int(j) for j in stored["init"]]
 
 
-def _refuse_another_input(out, given, dst):
+def _refuse_another_input(stored, out, given, dst):
     """--resume with a file whose conversion would be another store than the one the
     stored fit read: refused before converting it (the conversion was written, then the
     fit's checksum refused the resume, leaving it behind)."""
-    from ...engine.fit import stored_fit
-
-    src = (stored_fit(out) or {}).get("input") or {}
+    src = (stored or {}).get("input") or {}
     path = src.get("path")
     if (src.get("kind") != "zarr" or not isinstance(path, str) or is_url(path)
             or os.path.abspath(path) == os.path.abspath(dst)):
@@ -363,8 +361,12 @@ def run(args):
     kinds = parse_plot_kinds(args.plot) if args.plot is not None else []
     check_png_replaceable(plot_paths(kinds, plot_stem(out)))  # before any work
     params = params_from_args(args)
+    stored = None  # the stored fit's attributes, read once for a resume's checks
     if args.resume:
-        _stored_settings(out, params, args)
+        from ...engine.fit import stored_fit
+
+        stored = stored_fit(out)
+        _stored_settings(stored, out, params, args)
     src = args.input
     check_sparse_options(args)  # triplet options without a triplet file: before any line
     kind = sparse_kind(args)
@@ -419,7 +421,7 @@ def run(args):
     if convertible:
         dst = converted_path(src, out)
         if args.resume and not args.overwrite:
-            _refuse_another_input(out, args.input, dst)
+            _refuse_another_input(stored, out, args.input, dst)
         if args.resume and not args.overwrite and source_changed(src, dst):
             # with --overwrite it is converted again, and the fit's checksum decides
             other = converted_from(dst)
