@@ -48,7 +48,7 @@ def assert_same_trace(a, b):
 
 #: the phase lines of ``fit`` on stderr (what it chose, what it does), beside the bars
 PHASES = ("scheduler    ", "kernels      ", "filled       ", "replacing    ", "reusing ",
-          "resume       ")
+          "resume       ", "converted    ")
 
 
 def assert_one_line_error(stderr, *fragments, progress_allowed=False):
@@ -101,6 +101,8 @@ def test_fit_npy_writes_result_store_and_plots(data, tmp_path, capsys):
     np.testing.assert_array_equal(zarr.open_array(str(conv), mode="r")[...], A)
     # progress bars on stderr, the summary on stdout
     assert "converting a.npy" in cap.err and "sampling" in cap.err and "80/80" in cap.err
+    # the first conversion says so, as a reuse says "reusing" (it said nothing)
+    assert f"converted    {d / 'a.npy'} -> {conv} (120 x 30 float64, chunks" in cap.err
     assert "columns " in cap.out and "MSE " in cap.out and str(out) in cap.out
     est = open_result(out)
     assert est.columns_.shape == (3,) and est.components_.shape == (3, 30)
@@ -575,7 +577,7 @@ def test_fits_started_side_by_side_share_one_conversion(data, tmp_path):
         lock.release()
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-2000:]
-    assert f"reusing {dst} (already converted" in err
+    assert f"reusing {dst} (already converted" in err and "converted    " not in err
     np.testing.assert_array_equal(open_result(tmp_path / "k3.zarr").C_[...].compute(),
                                   A[:, open_result(tmp_path / "k3.zarr").columns_])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy.zarr", "k3.zarr"]

@@ -72,7 +72,7 @@ def _not_this_conversion(existing, src, dst, stamp) -> str:
 
 def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
                     fill_missing=None, row_labels="auto", header="auto", hold=False,
-                    reuse_to=None, again=False):
+                    outcome_to=None, again=False):
     """Convert a ``.npy``, ``.csv``, ``.txt`` or ``.tsv`` matrix to a Zarr v3 array.
 
     The file is streamed in row blocks (a ``.npy`` is memory-mapped), so a matrix larger
@@ -110,9 +110,11 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     hold : bool
         Hold the store for reading until the command ends (``fit``): no other process
         converts it again meanwhile (:func:`hold_for_command`).
-    reuse_to : file, optional
-        Where the "reusing" line goes (default stderr, a phase line of ``fit``; the
-        outcome of ``convert``, on stdout).
+    outcome_to : file, optional
+        Where the line saying the outcome, "converted ..." or "reusing ...", goes
+        (default stderr, a phase line of ``fit``; the result of ``convert``, on stdout).
+        Said here, where the lease is held: a fit that waited for another process's
+        conversion reuses it.
     again : bool
         Convert again even where this very file's conversion could be reused
         (``convert --overwrite``, as for a triplet file; it said "reusing").
@@ -130,7 +132,7 @@ def convert_to_zarr(src, dst, *, quiet=False, overwrite=False, chunks=None,
     with conversion_lock(dst, quiet):
         out = _convert(src, dst, quiet=quiet, overwrite=overwrite, chunks=chunks,
                        fill_missing=fill_missing, row_labels=row_labels, header=header,
-                       reuse_to=reuse_to, again=again)
+                       outcome_to=outcome_to, again=again)
         if hold:
             hold_for_command(dst)  # before the lock goes: no conversion in between
         return out
@@ -184,7 +186,7 @@ def conversion_lock(dst, quiet):
 
 
 def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, header,
-             reuse_to=None, again=False):
+             outcome_to=None, again=False):
     from tqdm.auto import tqdm
 
     from ..._errors import OutputExistsError, StoreNotFoundError
@@ -230,7 +232,7 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
                     or _layout_differs(existing, layout) or rechunk or again):
                 if not quiet:
                     print(f"reusing {dst} (already converted from {src})",
-                          file=reuse_to or sys.stderr)
+                          file=outcome_to or sys.stderr)
                 return dst
         elif _unfinished(existing):
             # a conversion that was stopped (Ctrl-C, a killed process): ours and of no use;
@@ -344,6 +346,12 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
         more[SUBNORMAL_ATTR] = n_subnormal
     # with the completion mark, in one metadata write
     mark_complete(z, **{MISSING_ATTR: missing, "dask_bid_converted_from": stamp, **more})
+    if not quiet:  # said as "reusing" is (a fit of a .npy said nothing)
+        nan = ("" if not n_filled else
+               f", {n_filled} NaN kept as missing entries (fitted with --missing mask)"
+               if fill_missing == KEEP_NAN else f", {n_filled} NaN replaced by 0")
+        print(f"converted    {src} -> {dst} ({shape[0]} x {shape[1]} {dtype}, "
+              f"chunks {chunks[0]} x {chunks[1]}{nan})", file=outcome_to or sys.stderr)
     return dst
 
 

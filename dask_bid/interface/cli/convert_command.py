@@ -12,7 +12,7 @@ import itertools
 import os
 import sys
 
-from ._core import CLIError, file_suffix, is_url, print_lines, say
+from ._core import CLIError, file_suffix, is_url, say
 from .reading import (
     FILL_CHOICES,
     KEEP_NAN,
@@ -134,7 +134,6 @@ def _convert_dense(args, src, dst):
     from .convert import (
         CONVERTIBLE_SUFFIXES,
         convert_to_zarr,
-        converted_fill_count,
         warn_subnormal,
     )
     from .sparse import check_sparse_options
@@ -152,34 +151,13 @@ def _convert_dense(args, src, dst):
         raise CLIError(f"--out {dst!r} is a file; a Zarr store is a folder: name another, "
                        "e.g. --out A.zarr.")
     fill = fill_treatment(args.fill_missing, args.missing == "mask")
-    before = _meta_stamp(dst)
-    # the outcome (converted or reused) on stdout, as other commands' results: the
-    # progress and phase lines on stderr
+    # the outcome ("converted ..." or "reusing ...") on stdout, as other commands'
+    # results: the progress and phase lines on stderr
     convert_to_zarr(src, dst, quiet=args.quiet, overwrite=args.overwrite, chunks=args.chunks,
-                    fill_missing=fill, reuse_to=sys.stdout, again=args.overwrite,
+                    fill_missing=fill, outcome_to=sys.stdout, again=args.overwrite,
                     **text_options(args, src))
-    if before is not None and _meta_stamp(dst) == before:
-        return 0  # reused: its "reusing" line said so (a "converted" line contradicted it)
-    import zarr
-
-    z = zarr.open_array(dst, mode="r")
-    n = converted_fill_count(dst, kept=fill == KEEP_NAN)
-    nan = ("" if not n else f", {n} NaN kept as missing entries (fitted with --missing mask)"
-           if fill == KEEP_NAN else f", {n} NaN replaced by 0")
-    print_lines([f"converted    {src} -> {dst} ({z.shape[0]} x {z.shape[1]} {z.dtype}, "
-                 f"chunks {z.chunks[0]} x {z.chunks[1]}{nan})"], args.quiet)
     warn_subnormal(dst, src, fill == KEEP_NAN)  # as a fit of the file says it (only fits did)
     return 0
-
-
-def _meta_stamp(dst):
-    """When the store's metadata file was last written (None: no store): a conversion
-    writes it, a reuse does not."""
-    try:
-        st = os.stat(os.path.join(dst, "zarr.json"))
-    except OSError:
-        return None
-    return st.st_ino, st.st_ctime_ns
 
 
 def add_parser(sub):
