@@ -500,7 +500,10 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         be the one the fit started on: shape, dtype, chunks and a checksum of its content
         (recorded by the first pass of the original run) are compared, and a mismatch is
         refused (:class:`~dask_bid.InputChangedError`); a complete fit's stored result is
-        returned after the same check (one read of A).
+        returned after the same check (one read of A), unless ``n_iter`` or ``n_chains``
+        is larger than it ran: then it is continued to them (the parameters describe the
+        fit wanted, so the default ``n_iter=1000`` continues a shorter fit; pass its own
+        ``n_iter`` to read it back, or :func:`~dask_bid.engine.read_result`).
     checkpoint_every : int
         Iterations between checkpoints.
     chunks : (rows, cols), optional
