@@ -364,7 +364,8 @@ def test_rank_deficient_selection_warns():
 def test_params_api():
     est = RandomizedID(4, method="cpqr", chunks=100)
     assert est.get_params() == dict(n_components=4, method="cpqr", oversampling=10,
-                                    n_power_iter=0, random_state=None, chunks=100)
+                                    n_power_iter=0, random_state=None, chunks=100,
+                                    allow_missing_chunks=False)
     assert est.set_params(oversampling=3) is est and est.oversampling == 3
     with pytest.raises(ParameterError, match="unknown parameter"):
         est.set_params(k=3)
@@ -385,3 +386,59 @@ def test_select_columns_matches_fit_with_fewer_passes(tmp_path, method, kind):
     fitted = RandomizedID(6, **kw).fit(X)
     J = select_columns(X, 6, **kw)
     np.testing.assert_array_equal(J, fitted.columns_)
+
+
+def test_a_zarr_input_or_mask_with_chunks_missing_is_refused(tmp_path):
+    """A lost chunk file read as rows of zeros: RandomizedID fitted (and scored) such a
+    store without a word, where BayesianID refuses it. Refused now, naming the chunks;
+    ``allow_missing_chunks=True`` reads them as the fill value, as BayesianID's does."""
+    from dask_bid import IncompleteStoreError
+    from dask_bid.baselines import select_columns
+
+    A = exact_rank(M=200, N=40, K=5)
+    path = str(tmp_path / "A.zarr")
+    z = zarr.create_array(path, shape=A.shape, chunks=(64, 40), dtype="f8", fill_value=0.0)
+    z[:64] = A[:64]  # chunks 1-3 never written: no files
+    for fit in (lambda: RandomizedID(5, random_state=0).fit(path),
+                lambda: select_columns(path, 5, random_state=0),
+                lambda: pivoted_qr_id(path, 5)):
+        with pytest.raises(IncompleteStoreError, match=r"3 of 4 chunks missing \(c/1/0"):
+            fit()
+    est = RandomizedID(5, random_state=0, allow_missing_chunks=True).fit(path)
+    np.testing.assert_array_equal(est.columns_, RandomizedID(5, random_state=0).fit(
+        np.concatenate([A[:64], np.zeros((136, 40))])).columns_)
+    full = RandomizedID(5, random_state=0).fit(A)
+    with pytest.raises(IncompleteStoreError, match="chunks missing"):
+        full.score_mse(path)
+    mpath = str(tmp_path / "mask.zarr")
+    m = zarr.create_array(mpath, shape=A.shape, chunks=(64, 40), dtype=bool, fill_value=False)
+    m[:64] = True
+    with pytest.raises(IncompleteStoreError, match=f"{mpath}.*3 of 4 chunks missing"):
+        full.score_mse(A, mask=mpath)
+    with pytest.raises(ParameterError, match="allow_missing_chunks must be True or False"):
+        RandomizedID(5, allow_missing_chunks="yes").fit(A)
+
+
+def test_masks_and_masked_arrays_are_taken_as_bayesian_id_takes_them():
+    """A mask of 0.5 (or counts) read every entry as observed; a masked array's masked
+    entries were called NaN it never held, and scoring NaN without a mask advised a fill."""
+    from dask_bid import InputDTypeError
+
+    A = exact_rank(M=60, N=12, K=3)
+    est = RandomizedID(3, random_state=0).fit(A)
+    with pytest.raises(InputDTypeError, match="mask must be boolean.*float64"):
+        est.score_mse(A, mask=np.full(A.shape, 0.5))
+    hidden = np.ma.masked_array(A, mask=np.eye(60, 12, dtype=bool))
+    for call in (lambda: RandomizedID(3).fit(hidden), lambda: est.transform(hidden)):
+        with pytest.raises(NonFiniteInputError, match=r"masked array with 12 masked .*"
+                                                      r"A\.filled\(0\)"):
+            call()
+    with pytest.raises(NonFiniteInputError, match=r"mask=~A\.mask"):
+        est.score_mse(hidden)
+    assert est.score_mse(hidden.data, mask=~hidden.mask) == pytest.approx(
+        est.score_mse(A, mask=~hidden.mask))
+    B = A.copy()
+    B[3, 4] = np.nan
+    with pytest.raises(NonFiniteInputError, match=r"row 3, column 4.*Pass a mask of the "
+                                                  r"observed entries"):
+        est.score_mse(da.from_array(B, chunks=(20, 12)))

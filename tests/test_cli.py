@@ -380,6 +380,31 @@ def test_rid_names_the_columns_and_replaces_only_its_own_file(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv", "mine.npz", "r.npz"]
 
 
+def test_rid_refuses_what_it_would_ignore_or_fail_late_on(tmp_path, capsys):
+    """--seed with --method cpqr was ignored without a word (--oversampling was refused);
+    --out '' wrote nothing and exited 0; an --out that cannot be written failed after the
+    fit with a raw errno line; a Zarr INPUT with lost chunks was read as zeros."""
+    A = np.random.default_rng(0).standard_normal((40, 6))
+    np.save(tmp_path / "a.npy", A)
+    src = str(tmp_path / "a.npy")
+    for argv, words in ((["--method", "cpqr", "--seed", "3"], "--seed applies to --method "
+                         "randomized"),
+                        (["--out", ""], "--out is empty"),
+                        (["--out", "/proc/x.npz"], "--out '/proc/x.npz' cannot be written")):
+        assert main(["rid", src, "--k", "2", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("dask-bid: error: ") and words in err and err.count("\n") == 1
+    z = zarr.create_array(str(tmp_path / "lost.zarr"), shape=(40, 6), chunks=(10, 6),
+                          dtype="f8", fill_value=0.0)
+    z[:10] = A[:10]
+    assert main(["rid", str(tmp_path / "lost.zarr"), "--k", "2", "--seed", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "3 of 4 chunks missing" in err and "--allow-missing-chunks" in err, err
+    assert main(["rid", str(tmp_path / "lost.zarr"), "--k", "2", "--seed", "0", "-q",
+                 "--allow-missing-chunks", "--out", str(tmp_path / "new" / "r.npz")]) == 0
+    assert (tmp_path / "new" / "r.npz").is_file()
+
+
 def test_rid_out_names_a_npz_file_and_is_checked_before_the_input_is_read(tmp_path, capsys):
     """``--out x.zarr`` (or .csv) is refused, not written as x.zarr.npz; a folder is
     refused; a name without a suffix gets .npz; an existing --out is refused before INPUT

@@ -539,3 +539,23 @@ def test_a_refit_of_an_opened_result_keeps_nothing_of_its_store(tmp_path):
     # results compare by identity (the dataclass' __eq__ raised on its arrays)
     res = est.result_
     assert res == res and res != pickle.loads(pickle.dumps(res))
+
+
+def test_set_params_names_the_nearest_and_the_valid_parameters():
+    """An unknown name was a bare ValueError ("invalid parameter 'n_iters'"), where
+    RandomizedID lists the valid ones: ParameterError (a ValueError, as scikit-learn
+    expects) with the nearest name and the list."""
+    with pytest.raises(ParameterError, match=r"'n_iters' for BayesianID \(did you mean "
+                                             r"'n_iter'\?\); valid: n_components, model, "):
+        BayesianID(2).set_params(n_iters=3)
+    assert issubclass(ParameterError, ValueError)
+
+
+def test_text_of_every_numpy_string_dtype_is_called_text():
+    """numpy 2's StringDType got the object-array advice ("If the objects are numbers")."""
+    from dask_bid import InputDTypeError
+
+    for S in (np.array([["1", "2"], ["3", "4"]]),
+              np.array([["1", "2"], ["3", "4"]], dtype=np.dtypes.StringDType())):
+        with pytest.raises(InputDTypeError, match="It holds text: parse the numbers first"):
+            BayesianID(1).fit(S)

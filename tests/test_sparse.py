@@ -413,6 +413,10 @@ def test_estimator_fits_scipy_input():
     mem = BayesianID(K, **KW).fit(A)
     np.testing.assert_array_equal(est.columns_, mem.columns_)
     assert est.mse_observed_ == pytest.approx(mem.mse_observed_, rel=1e-10)
+    # any case of "mask", as every other check takes it (missing="MASK" was refused here
+    # as "not supported with missing='zero'")
+    upper = BayesianID(K, **{**KW, "missing": "MASK"}).fit(_coo(A))
+    np.testing.assert_array_equal(upper.columns_, est.columns_)
 
 
 def test_a_masked_model_transforms_and_scores_the_sparse_input_it_was_fitted_on():

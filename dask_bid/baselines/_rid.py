@@ -23,9 +23,15 @@ from functools import partial
 import numpy as np
 import scipy.linalg as sla
 
-from .._errors import InputShapeError, NonFiniteInputError, NotFittedError, ParameterError
+from .._errors import (
+    InputDTypeError,
+    InputShapeError,
+    NonFiniteInputError,
+    NotFittedError,
+    ParameterError,
+)
 from .._warn import warn
-from ..engine.inputs import as_matrix_source, open_zarr_array
+from ..engine.inputs import MatrixSource, as_matrix_source, check_chunks, open_zarr_array
 from ..interface._sklearn import (
     check_features,
     estimator_tags,
@@ -52,7 +58,7 @@ __all__ = ["RandomizedID", "randomized_id", "pivoted_qr_id"]
 
 _METHODS = ("randomized", "cpqr")
 _PARAM_NAMES = ("n_components", "method", "oversampling", "n_power_iter", "random_state",
-                "chunks")
+                "chunks", "allow_missing_chunks")
 
 
 # ----------------------------------------------------------------------------- validation
@@ -101,9 +107,11 @@ class _Matrix:
         return self.np is not None
 
 
-def _as_mask(mask, like: _Matrix):
+def _as_mask(mask, like: _Matrix, allow_missing_chunks=False):
     """The mask as a boolean numpy array, or a dask array chunked like ``like.da``."""
+    path = None
     if isinstance(mask, (str, os.PathLike)):
+        path = os.fspath(mask)
         mask = open_zarr_array(mask)
     shape = tuple(int(s) for s in mask.shape) if hasattr(mask, "shape") else np.shape(mask)
     if shape != like.shape:
@@ -111,6 +119,16 @@ def _as_mask(mask, like: _Matrix):
             f"mask has shape {shape} but A has shape {like.shape}; pass a boolean mask of "
             "the same shape (True = observed entry)."
         )
+    dtype = np.dtype(mask.dtype) if hasattr(mask, "dtype") else np.asarray(mask).dtype
+    if dtype != np.bool_:
+        # as BayesianID's: a mask of 0.5 or of counts read every entry as observed
+        raise InputDTypeError(
+            f"mask must be boolean (True: observed, False: missing), got dtype {dtype}. "
+            "Pass e.g. mask.astype(bool).")
+    if path is not None or type(mask).__module__.startswith("zarr"):
+        # a lost chunk file of the mask reads as False (unobserved) without a word
+        check_chunks(MatrixSource(kind="zarr", array=mask, path=path or str(mask.store_path),
+                                  shape=shape, dtype=dtype), allow_missing=allow_missing_chunks)
     is_dask = hasattr(mask, "dask") and hasattr(mask, "chunks") and hasattr(mask, "compute")
     if like.in_memory:
         values = mask.compute() if is_dask else mask[...] if hasattr(mask, "shape") else mask
@@ -145,10 +163,15 @@ def _a_tsqr_leaf(block, r0, r1):
     return tsqr_leaf(block)
 
 
+_SCORE_ADVICE = ("Pass a mask of the observed entries (score_mse(A, mask=...)) to score "
+                 "the rest, or replace the infinities.")
+
+
 def _sse_leaf(block, r0, r1, mask=None, *, columns, W):
     """Sum of squared residuals (and entry count) of one row block."""
     if mask is None:
-        check_finite_block(block, r0, r1)
+        # reached first by score_mse (a fit's earlier passes check every block)
+        check_finite_block(block, r0, r1, advice=_SCORE_ADVICE)
         resid = block - block[:, columns] @ W
         return float(np.einsum("ij,ij->", resid, resid)), resid.size
     # unobserved entries count as 0 where they feed C (the paper's fill), and
@@ -202,6 +225,20 @@ def _check_finite(X):
         )
 
 
+def _refuse_masked(A, scoring=False):
+    """A numpy masked array's masked entries read as NaN (engine/inputs.py): said in the
+    array's own terms, not as NaN it never held."""
+    if not isinstance(A, np.ma.MaskedArray):
+        return
+    n = int(np.ma.count_masked(A))
+    if n:
+        fix = ("pass its mask of observed entries, score_mse(A.data, mask=~A.mask)"
+               if scoring else "fill them first, e.g. A.filled(0) (the paper's fill)")
+        raise NonFiniteInputError(
+            f"A is a masked array with {n} masked entries, which are missing values, and "
+            f"the baseline IDs need every entry: {fix}.")
+
+
 def _finalize_w(W, J):
     """Post-processing of the paper (Eq. 1): the selected columns reproduce exactly."""
     W[:, J] = np.eye(len(J))
@@ -238,6 +275,12 @@ class RandomizedID:
     chunks : int or None, default None
         Rows per block when reading dask / zarr input (each block holds all
         columns). None keeps the input's row chunking. Ignored for numpy input.
+    allow_missing_chunks : bool, default False
+        Zarr input (and a Zarr mask) with chunk files missing is refused
+        (:class:`~dask_bid.IncompleteStoreError`): Zarr reads a lost chunk as its fill
+        value, rows of zeros, without a word. Pass True for a store whose missing chunks
+        are meant to be all fill value (Zarr omits such chunks by default), as
+        :class:`~dask_bid.BayesianID`'s ``allow_missing_chunks``.
 
     Attributes
     ----------
@@ -269,13 +312,14 @@ class RandomizedID:
     """
 
     def __init__(self, n_components, *, method="randomized", oversampling=10, n_power_iter=0,
-                 random_state=None, chunks=None):
+                 random_state=None, chunks=None, allow_missing_chunks=False):
         self.n_components = n_components
         self.method = method
         self.oversampling = oversampling
         self.n_power_iter = n_power_iter
         self.random_state = random_state
         self.chunks = chunks
+        self.allow_missing_chunks = allow_missing_chunks
 
     # -- scikit-learn plumbing ------------------------------------------------------------
     def get_params(self, deep=True):
@@ -336,6 +380,9 @@ class RandomizedID:
                 f"random_state must be None, a non-negative int, a numpy SeedSequence, "
                 f"Generator or RandomState, got {rs!r}."
             )
+        if not isinstance(self.allow_missing_chunks, (bool, np.bool_)):
+            raise ParameterError(f"allow_missing_chunks must be True or False, got "
+                                 f"{self.allow_missing_chunks!r}.")
         c = self.chunks
         if c is not None and (not _is_int(c) or c < 1):
             raise ParameterError(
@@ -356,6 +403,7 @@ class RandomizedID:
         check_features(self, A)
         src = as_matrix_source(A)
         check_features(self, A, src.shape[1])
+        check_chunks(src, allow_missing=bool(self.allow_missing_chunks))
         if finite and src.kind == "numpy" and not np.isfinite(src.array).all():
             bad = np.argwhere(~np.isfinite(src.array))[0]
             raise NonFiniteInputError(
@@ -379,9 +427,11 @@ class RandomizedID:
         """
         t_start = time.perf_counter()
         refuse_sparse(A)
+        _refuse_masked(A)
         names = feature_names(A)
         src = as_matrix_source(A)
         K = self._validate(src.shape)
+        check_chunks(src, allow_missing=bool(self.allow_missing_chunks))
         X = _Matrix(src.array, self.chunks)
         M, N = X.shape
         _check_finite(X)
@@ -494,6 +544,7 @@ class RandomizedID:
         float64 dask array.
         """
         self._check_fitted()
+        _refuse_masked(A)
         src = self._checked_source(A, finite=True)
         if src.kind == "numpy":
             return wrap_output(self, A, np.asarray(src.array)[:, self.columns_])
@@ -539,9 +590,11 @@ class RandomizedID:
         self._check_fitted()
         # without a mask every entry counts: NaN is refused at once, naming the mask (the
         # row-block reader's message gave a dask fill instead)
+        if mask is None:
+            _refuse_masked(A, scoring=True)
         src = self._checked_source(A, finite=mask is None)
         X = _Matrix(src.array, self.chunks)
-        m = None if mask is None else _as_mask(mask, X)
+        m = None if mask is None else _as_mask(mask, X, bool(self.allow_missing_chunks))
         sse, count = self._sse(X, m)
         if count == 0:
             raise ParameterError(
@@ -597,7 +650,7 @@ def randomized_id(A, n_components, **kwargs):
     n_components : int
     **kwargs
         Keyword parameters of :class:`RandomizedID` (``method``, ``oversampling``,
-        ``n_power_iter``, ``random_state``, ``chunks``).
+        ``n_power_iter``, ``random_state``, ``chunks``, ``allow_missing_chunks``).
 
     Returns
     -------
@@ -628,8 +681,11 @@ def select_columns(A, n_components, **kwargs):
         Sorted column indices, the same as ``RandomizedID(...).fit(A).columns_``.
     """
     est = RandomizedID(n_components, **kwargs)
+    refuse_sparse(A)
+    _refuse_masked(A)
     src = as_matrix_source(A)
     K = est._validate(src.shape)
+    check_chunks(src, allow_missing=bool(est.allow_missing_chunks))
     X = _Matrix(src.array, est.chunks)
     _check_finite(X)
     if est.method == "cpqr":
@@ -648,7 +704,7 @@ def select_columns(A, n_components, **kwargs):
     return J
 
 
-def pivoted_qr_id(A, n_components, *, chunks=None):
+def pivoted_qr_id(A, n_components, *, chunks=None, allow_missing_chunks=False):
     """Deterministic column-pivoted QR ID: ``randomized_id(A, K, method="cpqr")``.
 
     Returns
@@ -656,4 +712,5 @@ def pivoted_qr_id(A, n_components, *, chunks=None):
     RandomizedID
         The fitted estimator.
     """
-    return RandomizedID(n_components, method="cpqr", chunks=chunks).fit(A)
+    return RandomizedID(n_components, method="cpqr", chunks=chunks,
+                        allow_missing_chunks=allow_missing_chunks).fit(A)

@@ -115,7 +115,14 @@ def omega_rows(seed: int, r0: int, r1: int, n_cols: int) -> np.ndarray:
     return out
 
 
-def check_finite_block(block: np.ndarray, r0: int, r1: int, what: str = "A") -> None:
+#: what to do about NaN met while fitting (the scoring's advice differs: the mask)
+FILL_ADVICE = ("The baseline IDs need a complete matrix: fill missing entries first (the "
+               "paper fills them with 0 after standardising), e.g. "
+               "`A = da.where(da.isfinite(A), A, 0)`.")
+
+
+def check_finite_block(block: np.ndarray, r0: int, r1: int, what: str = "A",
+                       advice: str = FILL_ADVICE) -> None:
     """Raise ``NonFiniteInputError`` if the block holds NaN or infinity."""
     if not np.isfinite(block).all():
         bad = np.argwhere(~np.isfinite(block))[0]
@@ -123,9 +130,7 @@ def check_finite_block(block: np.ndarray, r0: int, r1: int, what: str = "A") -> 
             # the first of this row block, not of A: the blocks are checked as they are
             # read, in parallel and in no set order
             f"{what} contains NaN or infinity (at row {r0 + int(bad[0])}, column "
-            f"{int(bad[1])}: the first of row block {r0}:{r1}). The baseline IDs need a complete "
-            "matrix: fill missing entries first (the paper fills them with 0 after "
-            "standardising), e.g. `A = da.where(da.isfinite(A), A, 0)`."
+            f"{int(bad[1])}: the first of row block {r0}:{r1}). {advice}"
         )
 
 

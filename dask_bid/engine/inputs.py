@@ -115,6 +115,8 @@ _DTYPE_FIX = {
          "with a label column: make it the index (`df.set_index(...)`).",
     "U": "It holds text: parse the numbers first (`A.astype(float)` where every entry "
          "is a number); a text file is read by `dask-bid fit FILE`.",
+    "T": "It holds text: parse the numbers first (`A.astype(float)` where every entry "
+         "is a number); a text file is read by `dask-bid fit FILE`.",  # numpy's StringDType
     "S": "It holds bytes: parse the numbers first (`A.astype(float)` where every entry "
          "is a number).",
     "M": "Dates and times are not numbers: convert them (e.g. to days since a reference "

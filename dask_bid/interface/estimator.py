@@ -383,9 +383,19 @@ class BayesianID:
         return {k: getattr(self, k) for k in ("n_components", *DEFAULTS)}
 
     def set_params(self, **params):
+        """Set constructor parameters (validated at the next ``fit``); an unknown name is
+        refused with the nearest known one and the list (``ParameterError``, a
+        ``ValueError`` as scikit-learn's)."""
+        known = self.get_params()
         for k, v in params.items():
-            if k not in self.get_params():
-                raise ValueError(f"invalid parameter {k!r} for BayesianID")
+            if k not in known:
+                import difflib
+
+                near = difflib.get_close_matches(k, list(known), 1)
+                raise ParameterError(
+                    f"unknown parameter {k!r} for BayesianID"
+                    + (f" (did you mean {near[0]!r}?)" if near else "")
+                    + f"; valid: {', '.join(known)}")
             setattr(self, k, v)
         return self
 
@@ -424,7 +434,8 @@ class BayesianID:
         -------
         self
         """
-        if self.missing != "mask":  # missing="mask" fits sparse input (docs/sparse.md)
+        # missing="mask" (any case, as validated) fits sparse input (docs/sparse.md)
+        if str(self.missing).lower() != "mask":
             refuse_sparse(A, mask_hint=True)
         names = feature_names(A)
         params = self.get_params()

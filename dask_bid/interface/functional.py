@@ -81,8 +81,8 @@ def _initial_columns(A, p, entropy, chain):
             # the masked engine hands over A with NaN as 0: what is left is infinite
             raise NonFiniteInputError(
                 f"{where.replace('NaN or infinity', 'infinity')} (found while computing the "
-                f"initial basis, init={p['init']!r}): A contains infinite entries; "
-                "missing='mask' treats only NaN as missing. Replace the infinities.") from exc
+                f"initial basis, init={p['init']!r}); missing='mask' treats only NaN as "
+                "missing. Replace the infinities.") from exc
         raise NonFiniteInputError(
             f"{where} (found while computing the initial basis, init={p['init']!r}). Fill "
             "them (e.g. with 0, as the paper does for missing values), or pass "

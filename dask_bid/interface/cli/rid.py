@@ -45,16 +45,21 @@ def run(args):
 
     src = args.input
     unused = [flag for flag, v in (("--oversampling", args.oversampling),
-                                   ("--power-iter", args.power_iter)) if v is not None]
+                                   ("--power-iter", args.power_iter),
+                                   ("--seed", args.seed)) if v is not None]
     if args.method == "cpqr" and unused:
         # the sketch's options, which the exact pivoted QR would ignore without a word
         raise CLIError(f"{', '.join(unused)} appl{'ies' if len(unused) == 1 else 'y'} to "
                        "--method randomized (the sketch); --method cpqr factorises A itself: "
                        f"drop {'it' if len(unused) == 1 else 'them'}.")
     # the output is checked before INPUT is read: a refusal must not cost a fit
+    if args.out is not None and not args.out.strip():
+        raise CLIError("--out is empty: give the .npz file to write, e.g. --out rid.npz, or "
+                       "leave --out out to print the result only.")
     out = _npz_out(args.out) if args.out else None
     if out is not None:
         _check_npz_out(out, args.overwrite)
+        _check_writable(out)
     if args.fill_missing and (is_url(src) or file_suffix(src) not in CONVERTIBLE_SUFFIXES):
         raise CLIError(f"--fill-missing applies to .npy and text files; the Zarr array "
                        f"{src!r} is read as is: fill its NaN first.")
@@ -83,7 +88,7 @@ def run(args):
     est = RandomizedID(args.k, method=args.method,
                        oversampling=10 if args.oversampling is None else args.oversampling,
                        n_power_iter=0 if args.power_iter is None else args.power_iter,
-                       random_state=args.seed)
+                       random_state=args.seed, allow_missing_chunks=args.allow_missing_chunks)
     from ..._errors import NonFiniteInputError
 
     try:
@@ -120,6 +125,9 @@ def run(args):
                      max_abs_w=est.max_abs_w_, method=args.method, n_components=args.k,
                      **more)
             os.replace(tmp, out)
+        except OSError as exc:  # the disk filled, the folder went away: named, in one line
+            raise CLIError(f"could not write --out {out!r} ({exc.strerror or exc}); the result "
+                           "above is not saved: free space or choose another --out.") from exc
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
@@ -149,6 +157,28 @@ def _npz_out(out):
         return out + ".npz"
     raise CLIError(f"--out {out!r}: rid writes a numpy .npz file, not {suffix}; give a "
                    f"name ending in .npz (e.g. --out {os.path.splitext(out)[0]}.npz).")
+
+
+def _check_writable(out):
+    """Refuse, before INPUT is read, an --out that cannot be written: a file is made and
+    removed in its folder (the folder's permissions alone miss /proc, a read-only mount
+    seen by root, a full disk's inodes)."""
+    folder = os.path.dirname(os.path.abspath(out))
+    probe_in = folder
+    while not os.path.isdir(probe_in):  # the folders rid would make: their first parent
+        parent = os.path.dirname(probe_in)
+        if parent == probe_in or os.path.exists(probe_in):
+            raise CLIError(f"--out {out!r}: {probe_in!r} is not a folder; choose another "
+                           "--out.")
+        probe_in = parent
+    probe = os.path.join(probe_in, f".dask-bid-probe-{os.getpid()}")
+    try:
+        with open(probe, "xb"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise CLIError(f"--out {out!r} cannot be written ({exc.strerror or exc} in "
+                       f"{probe_in!r}): choose a writable place.") from exc
 
 
 def _check_npz_out(out, overwrite):
@@ -193,7 +223,7 @@ def add_parser(sub):
                      help="randomized: power iterations, for a slowly decaying spectrum "
                      "(default 0)")
     rid.add_argument("--seed", type=nonneg_int, default=None, metavar="S",
-                     help="random seed of the sketch (default: random)")
+                     help="randomized: random seed of the sketch (default: random)")
     rid.add_argument("--fill-missing", choices=FILL_CHOICES, default=None,
                      help="zero: replace every NaN of a .npy or text INPUT by 0 (the "
                      "paper's fill); default: a NaN is refused, naming its line")
@@ -204,6 +234,9 @@ def add_parser(sub):
                      "checked before INPUT is read")
     rid.add_argument("--overwrite", action="store_true",
                      help="replace an existing --out file")
+    rid.add_argument("--allow-missing-chunks", action="store_true",
+                     help="accept a Zarr INPUT with chunk files missing (read as its fill "
+                     "value); refused by default, as a lost chunk would read as zeros")
     rid.add_argument("-q", "--quiet", action="store_true", help="print nothing")
     rid.set_defaults(func=run)
     return rid
