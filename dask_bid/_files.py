@@ -75,3 +75,31 @@ def same_file(recorded, path) -> bool:
         return False
     now = file_stamp(path)
     return all(recorded.get(k) == now[k] for k in now if k != "ctime_ns" or k in recorded)
+
+
+def tree_stamp(folder) -> str | None:
+    """A digest of the files under a local store ``folder`` but its top ``zarr.json`` (the
+    attributes, which a conversion writes last): each file's path, size and modification
+    time. A conversion records it, so that a later fit tells a store whose chunks were
+    rewritten since (a value edited in place) from the one it converted; a copy made
+    without keeping the times also reads as changed, and is converted again. None for a
+    URL or a folder that cannot be listed."""
+    import hashlib
+
+    folder = os.fspath(folder)
+    if "://" in folder:
+        return None
+    h = hashlib.sha256()
+    try:
+        for root, dirs, files in os.walk(folder):
+            dirs.sort()
+            for name in sorted(files):
+                full = os.path.join(root, name)
+                rel = os.path.relpath(full, folder)
+                if rel == "zarr.json":
+                    continue
+                st = os.stat(full)
+                h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    except OSError:
+        return None
+    return h.hexdigest()[:32]

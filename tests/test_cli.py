@@ -12,7 +12,7 @@ import dask
 import numpy as np
 import pytest
 import zarr
-from _support import complete_checkpoints
+from _support import assert_same_chain, complete_checkpoints
 
 from dask_bid import open_result
 from dask_bid.baselines import RandomizedID
@@ -980,6 +980,81 @@ def test_resume_without_n_iter_takes_the_stored_fits(data, tmp_path, capsys):
                  "--n-iter", "50", "--scheduler", "synchronous", "-q"]) == 0, \
         capsys.readouterr().err
     assert read_result(str(tmp_path / "t.zarr")).trace.shape == (1, 50)
+
+
+def test_a_moved_result_resumes_and_an_edited_conversion_is_made_again(data, tmp_path,
+                                                                        capsys):
+    """A result moved (or copied) elsewhere could not be resumed from its own .npy ("was
+    fitted on '.../runs/a.npy.zarr', not on 'a.npy'"): its conversion now goes beside it
+    and the checksum decides. A converted store whose chunks were rewritten after its
+    conversion (a value edited in place) was reused without a word and fitted: it is
+    converted again from the unchanged file, which resumes the fit too."""
+    import shutil
+
+    from dask_bid.engine import read_result
+
+    d, A, _ = data
+    src = tmp_path / "a.npy"
+    shutil.copy(d / "a.npy", src)
+    args = ["--k", "3", *FAST, "--scheduler", "synchronous"]
+    assert main(["fit", str(src), *args, "--out", str(tmp_path / "runs" / "r.zarr")]) == 0
+    (tmp_path / "moved").mkdir()
+    shutil.move(tmp_path / "runs" / "r.zarr", tmp_path / "moved" / "r.zarr")
+    moved = ["fit", str(src), *args, "--out", str(tmp_path / "moved" / "r.zarr"), "--resume"]
+    assert main([*moved, "--n-iter", "50"]) == 0, capsys.readouterr().err
+    assert read_result(str(tmp_path / "moved" / "r.zarr")).trace.shape == (1, 50)
+    conv = tmp_path / "moved" / "a.npy.zarr"
+    zarr.open_array(str(conv), mode="r+")[0, 0] = 123.0
+    capsys.readouterr()
+    assert main([*moved, "--n-iter", "60"]) == 0
+    err = capsys.readouterr().err
+    assert f"replacing    {conv} (its chunks changed since it was converted from" in err, err
+    np.testing.assert_array_equal(zarr.open_array(str(conv), mode="r")[...], A)
+    assert read_result(str(tmp_path / "moved" / "r.zarr")).trace.shape == (1, 60)
+    # unchanged since: reused, as before
+    assert main(["fit", str(src), *args, "--out", str(tmp_path / "moved" / "k.zarr")]) == 0
+    assert f"reusing {conv} (already converted" in capsys.readouterr().err
+
+
+def test_a_fit_that_failed_after_checkpoints_names_its_resume_and_is_not_replaced(tmp_path,
+                                                                                   capsys):
+    """A full disk (here: a file-size limit) after the fit had saved checkpoints: the error
+    line was the bare "[Errno 27] File too large", and the same command run again replaced
+    the failed fit, its saved iterations lost. The line now names the command that
+    continues it, the retry without --resume is refused, and --resume finishes the fit."""
+    import resource
+
+    from dask_bid.engine import read_result
+
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "big.npy", rng.standard_normal((120, 20)))
+    argv = ["fit", str(tmp_path / "big.npy"), "--k", "3", "--n-iter", "60", "--burn-in",
+            "10", "--scheduler", "synchronous", "--seed", "1", "--checkpoint-every", "10",
+            "-q", "--out"]
+    # the same fit without a limit: its largest file is its last checkpoint's (a block's
+    # traced draws grow with the iterations), written at iteration 60; one byte less as the
+    # limit fails the fit there, after the checkpoint of iteration 50 (the conversion is
+    # made here first, without the limit)
+    assert main([*argv, str(tmp_path / "ref.zarr")]) == 0
+    sizes = {p: p.stat().st_size for p in (tmp_path / "ref.zarr").rglob("*") if p.is_file()}
+    biggest = max(sizes, key=sizes.get)
+    assert "checkpoint" in biggest.parts, biggest
+    limit = sizes[biggest] - 1
+    out = tmp_path / "u.zarr"
+    r = subprocess.run([sys.executable, "-m", "dask_bid.interface.cli", *argv, str(out)],
+                       capture_output=True, text=True, timeout=300,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
+                                                             (limit, limit)))
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    m = re.search(r"File too large; the fit at \S+ saved iteration (\d+): fix the cause, "
+                  r"then continue it with `dask-bid fit .* --resume`", r.stderr)
+    assert m and 0 < int(m.group(1)) < 60, r.stderr
+    assert main([*argv, str(out)]) == 2
+    assert_one_line_error(capsys.readouterr().err, f"holds a fit that failed (OSError: "
+                          f"[Errno 27] File too large) after saving iteration {m.group(1)}: "
+                          "add --resume to continue it")
+    assert main([*argv, str(out), "--resume"]) == 0, capsys.readouterr().err
+    assert_same_chain(read_result(str(tmp_path / "ref.zarr")), read_result(str(out)))
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])

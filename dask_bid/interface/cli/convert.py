@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from ..._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX, MISSING_ATTR, ROW_NAMES_ATTR
-from ..._files import file_stamp, same_file
+from ..._files import file_stamp, same_file, tree_stamp
 from ._core import CLIError, file_suffix, is_url
 from .reading import (
     KEEP_NAN,
@@ -228,12 +228,20 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
                     f"{dst!r} was converted from {src!r} with chunks "
                     f"{tuple(existing.chunks)}; pass --overwrite to convert it again with "
                     f"{tuple(chunks)}.")
+            edited = _store_edited(existing, dst)
             if not (_needs_reconversion(existing, fill_missing)
-                    or _layout_differs(existing, layout) or rechunk or again):
+                    or _layout_differs(existing, layout) or rechunk or again or edited):
                 if not quiet:
                     print(f"reusing {dst} (already converted from {src})",
                           file=outcome_to or sys.stderr)
                 return dst
+            if edited:
+                # ours, derived from this unchanged file: made again from it, never fitted
+                # as it is (a value written into it since was fitted without a word)
+                if not quiet:
+                    print(f"replacing    {dst} (its chunks changed since it was converted "
+                          f"from {src})", file=sys.stderr)
+                overwrite = True
         elif _unfinished(existing):
             # a conversion that was stopped (Ctrl-C, a killed process): ours and of no use;
             # no one else writes it, as this process holds its lease
@@ -344,6 +352,9 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
         more[ROW_NAMES_ATTR] = labels
     if n_subnormal:
         more[SUBNORMAL_ATTR] = n_subnormal
+    stamp_now = tree_stamp(dst)  # the chunks as written (the attributes follow)
+    if stamp_now is not None:
+        more[STORE_STAMP_ATTR] = stamp_now
     # with the completion mark, in one metadata write
     mark_complete(z, **{MISSING_ATTR: missing, "dask_bid_converted_from": stamp, **more})
     if not quiet:  # said as "reusing" is (a fit of a .npy said nothing)
@@ -353,6 +364,20 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
         print(f"converted    {src} -> {dst} ({shape[0]} x {shape[1]} {dtype}, "
               f"chunks {chunks[0]} x {chunks[1]}{nan})", file=outcome_to or sys.stderr)
     return dst
+
+
+#: the digest of a converted store's chunk files (_files.tree_stamp), recorded at its end
+STORE_STAMP_ATTR = "dask_bid_store_stamp"
+
+
+def _store_edited(existing, dst) -> bool:
+    """Whether the chunks of the converted store ``dst`` changed since its conversion
+    recorded them (a store of an older version, without the record: not known, False)."""
+    recorded = existing.attrs.get(STORE_STAMP_ATTR)
+    if not isinstance(recorded, str):
+        return False
+    now = tree_stamp(dst)
+    return now is not None and now != recorded
 
 
 def _stored_nan(existing):

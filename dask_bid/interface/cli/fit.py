@@ -156,19 +156,40 @@ def _full_params(params):
     return {**DEFAULTS, **params}
 
 
-def _failed_fit_at(out) -> str | None:
-    """The reason stored by a failed fit of ours at ``out`` (None if it is not one)."""
+def _failed_fit_at(out) -> tuple[str, int] | None:
+    """(the reason stored, the most iterations a chain's checkpoint saved) of a failed fit
+    of ours at ``out``; None if it is not one."""
     if is_url(out) or not os.path.isdir(out):
         return None
     try:
         import zarr
 
-        meta = zarr.open_group(out, mode="r").attrs.get("dask_bid")
+        g = zarr.open_group(out, mode="r")
+        meta = g.attrs.get("dask_bid")
     except Exception:
         return None
     if isinstance(meta, dict) and meta.get("status") == "failed":
-        return str(meta.get("reason") or meta.get("error") or "unknown reason")
+        from ...engine.checkpoint import saved_iterations
+
+        try:
+            saved = max(saved_iterations(g).values(), default=0)
+        except Exception:  # an unreadable checkpoint/: nothing to continue from
+            saved = 0
+        return str(meta.get("reason") or meta.get("error") or "unknown reason"), saved
     return None
+
+
+def failure_hint(args, argv) -> str:
+    """What the error line of a ``fit`` that failed says beyond the error: where its
+    checkpoints are and the command that continues it ("" when nothing was saved)."""
+    out = getattr(args, "out", None)
+    if getattr(args, "command", "") != "fit" or not out:
+        return ""
+    failed = _failed_fit_at(out)
+    if failed is None or not failed[1]:
+        return ""
+    return (f"; the fit at {out} saved iteration {failed[1]}: fix the cause, then continue "
+            f"it with `{continue_command(argv)}`")
 
 
 def _check_out_free(out, args):
@@ -284,6 +305,11 @@ def _refuse_another_input(stored, out, given, dst):
     if (src.get("kind") != "zarr" or not isinstance(path, str) or is_url(path)
             or os.path.abspath(path) == os.path.abspath(dst)):
         return
+    if not os.path.exists(path) or converted_from(path) == os.path.abspath(given):
+        # a result moved or copied elsewhere (its conversion now goes beside it), or the
+        # store it read is gone: this very file is converted there and the fit's checksum
+        # decides (a copy of the input resumes, engine.md)
+        return
     raise CLIError(f"--resume, but the fit at {out!r} was fitted on {path!r}, not on "
                    f"{given!r} (which converts to {dst!r}), and a fit resumes only on the "
                    "matrix it started on: pass that input, or fit this one from the start "
@@ -345,8 +371,16 @@ def run(args):
     out = args.out
     overwrite = args.overwrite
     failed = None if (args.overwrite or args.resume) else _failed_fit_at(out)
+    if failed is not None and failed[1]:
+        # its checkpoints hold the iterations run before the failure (a full disk, a lost
+        # cluster): a retry of the same command replaced them without a word
+        raise CLIError(f"--out {out!r} holds a fit that failed ({failed[0]}) after saving "
+                       f"iteration {failed[1]}: add --resume to continue it from there, or "
+                       "--overwrite to start afresh.")
     if failed is not None:
-        # a failed fit of ours holds nothing worth keeping: the retry replaces it
+        # a failed fit of ours that saved nothing holds nothing worth keeping: the retry
+        # replaces it
+        failed = failed[0]
         overwrite = True
     else:
         _check_out_free(out, args)

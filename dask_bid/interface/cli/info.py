@@ -405,8 +405,9 @@ def info_lines(info) -> list[str]:
             saved = any(info.get("saved_iterations") or ())
             lines.append(f"  status     failed: {reason}  "
                          + ("(fix the cause, then the same dask-bid fit with --resume "
-                            "continues from its last checkpoint, or without it starts afresh, "
-                            "replacing the failed fit)" if saved else
+                            "continues from its last checkpoint, or with --overwrite starts "
+                            "afresh; without either it is refused, keeping the iterations "
+                            "saved)" if saved else
                             "(fix the cause and run the same dask-bid fit again: it replaces "
                             "a failed fit)"))
         elif status == "running":

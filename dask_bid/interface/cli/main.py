@@ -106,6 +106,17 @@ def _held_inputs():
         release_held()
 
 
+def _failure_hint(args, argv) -> str:
+    """A failed fit's checkpoints and how to continue it (fit.failure_hint); "" if not
+    known."""
+    try:
+        from .fit import failure_hint
+
+        return failure_hint(args, list(argv or ()))
+    except Exception:  # the hint never replaces the error it follows
+        return ""
+
+
 def main(argv=None) -> int:
     """Run the ``dask-bid`` command line; returns the exit status.
 
@@ -208,7 +219,8 @@ def main(argv=None) -> int:
             raise
         log = _write_log(argv)
         tail = f" (traceback: {log})" if log else ""
-        print(f"{PROG}: error: {cli_words(one_line(exc))}{tail}", file=sys.stderr)
+        print(f"{PROG}: error: {cli_words(one_line(exc))}{_failure_hint(args, argv)}{tail}",
+              file=sys.stderr)
         return 2
     except Exception as exc:
         if debug:
@@ -217,5 +229,5 @@ def main(argv=None) -> int:
         where = (f"the traceback is in {log}" if log else "rerun with --debug for the "
                  "traceback")
         print(f"{PROG}: error: internal error ({type(exc).__name__}: {one_line(exc)}); "
-              f"{where}. Please report it.", file=sys.stderr)
+              f"{where}. Please report it{_failure_hint(args, argv)}.", file=sys.stderr)
         return 1
