@@ -256,6 +256,27 @@ def test_resume_after_the_text_input_changed(data, tmp_path, capsys):
     assert_same_trace(open_result(out).trace_, first.trace_)
 
 
+def test_an_empty_out_and_a_folder_of_the_users_are_named_for_what_they_are(data, tmp_path,
+                                                                           capsys):
+    """--out '' was refused as "the input, contains it or lies inside it"; a folder of the
+    user's was answered "Pass --overwrite to replace it", which was then refused."""
+    d, _, _ = data
+    for cmd, words in ((["fit", str(d / "a.npy"), "--k", "2"], "--out is empty: name the "
+                        "folder the fit writes"),
+                       (["convert", str(d / "a.npy")], "--out is empty: name the store")):
+        assert main([*cmd, "--out", ""]) == 2
+        assert_one_line_error(capsys.readouterr().err, words)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    assert main(["fit", str(d / "a.npy"), "--k", "2", "--out", str(mine), *FAST]) == 2
+    err = capsys.readouterr().err
+    assert_one_line_error(err, "already exists and is not a dask_bid result", "dask_bid never "
+                          "replaces it. Choose another --out")
+    assert "Pass --overwrite" not in err
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+
+
 @pytest.mark.parametrize("argv, fragments", [
     (["fit", "{d}/missing.npy", "--k", "2", "--out", "{t}/o.zarr"], ["no such file"]),
     (["fit", "{d}/a.npy", "--k", "30", "--out", "{t}/o.zarr", "--scheduler", "synchronous"],
@@ -679,6 +700,20 @@ def test_a_store_a_fit_reads_directly_is_not_converted_again_under_it(data, tmp_
     assert_one_line_error(capsys.readouterr().err, "is the input of a dask-bid fit still "
                           "running", "would change that fit's input under it")
     assert main([*conv, "--fill-missing", "zero", "--overwrite"]) == 0  # once it has ended
+    # an array inside a result (its C) fitted directly: an --overwrite of the result
+    # removed it under the fit, which then failed as "removed while the fit read it"
+    res = tmp_path / "r.zarr"
+    assert main(["fit", str(store), "--k", "3", "--out", str(res), *FAST, "--scheduler",
+                 "synchronous", "-q"]) == 0
+    codes.clear()
+    bayesian_id(str(res / "C"), 2, client="synchronous", n_iter=12, burn_in=4,
+                callback=lambda st: codes.append(main([
+                    "fit", str(store), "--k", "3", "--out", str(res), *FAST, "--overwrite",
+                    "--scheduler", "synchronous", "-q"])) if st.iteration == 3 else None)
+    assert codes == [2]
+    assert_one_line_error(capsys.readouterr().err, f"{str(res / 'C')!r} is the input of a "
+                          f"dask-bid fit still running", f"to replace {str(res)!r}, which "
+                          "holds it, would change", "or choose another output (--out)")
 
 
 def test_a_ctrl_c_after_the_last_iteration_says_what_it_still_does(data, tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -1150,10 +1151,22 @@ def test_cli_info_says_failed_running_or_interrupted(store, tmp_path, capsys):
 
 
 def test_cli_info_flags_an_unfinished_conversion(tmp_path, capsys):
+    """Described, then exit status 2 (it exited 0, as a damaged result did: `dask-bid info
+    X && ...` went on); an array of the user's with chunk files absent is described as
+    such, without failing (they may be meant as fill value)."""
     path = str(tmp_path / "half.zarr")
     create_matrix_array(path, (M, N), np.float64, CHUNKS)
-    assert _cli("info", path) == 0
-    assert "INCOMPLETE" in capsys.readouterr().out
+    assert _cli("info", path) == 2
+    cap = capsys.readouterr()
+    assert "INCOMPLETE" in cap.out
+    assert cap.err.startswith("dask-bid: error: ") and "writing was interrupted" in cap.err
+    z = zarr.create_array(str(tmp_path / "sparse.zarr"), shape=(M, N), chunks=CHUNKS,
+                          dtype="f8", fill_value=0.0)
+    z[: CHUNKS[0]] = 1.0
+    assert _cli("info", str(tmp_path / "sparse.zarr")) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"absent     \d+ chunk file\(s\) \(c/1/0, .*read as the fill value 0\.0; "
+                     r"fit and rid refuse it unless --allow-missing-chunks", out), out
 
 
 def test_state_format_refuses_types_outside_dask_bid(tmp_path):

@@ -621,6 +621,11 @@ def test_an_output_inside_a_store_is_refused(tmp_path, capsys):
             err = capsys.readouterr().err
             assert err.startswith("dask-bid: error: ") and msg in err, err
         (tmp_path / "a.npy").unlink()
+        # plot --out: figures among the store's files (every later read of it warned of
+        # them, and its --overwrite refused them)
+        assert main(["plot", str(res_dir), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("dask-bid: error: --out ") and msg in err, err
         assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert sorted(p.name for p in res_dir.iterdir()) == [

@@ -394,8 +394,11 @@ def test_no_credentials_at_all_is_refused_in_one_line(tmp_path, monkeypatch, cap
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"no credentials for {what}" in err[0], err
         assert "AWS_ACCESS_KEY_ID" in err[0] and "internal error" not in err[0]
+        # the command line has no storage_options to pass them in (it was advised)
+        assert "storage_options" not in err[0], err[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy"]  # nothing converted
-    with pytest.raises(StoreAccessError, match="no credentials for the input"):
+    with pytest.raises(StoreAccessError, match="no credentials for the input.*pass them in "
+                                               "storage_options"):
         bayesian_id("s3://bucket/A.zarr", K, **KW)
 
 

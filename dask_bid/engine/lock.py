@@ -291,7 +291,8 @@ def hold_for_reading(store):
     return fd
 
 
-def refuse_if_read(store, what="convert it again"):
+def refuse_if_read(store, what="convert it again",
+                   fix="fit into another folder (its own conversion)"):
     """Refuse (``OutputLockedError``) to replace a store another process's fit reads
     (see :func:`hold_for_reading`)."""
     fcntl = fcntl_module()
@@ -304,7 +305,7 @@ def refuse_if_read(store, what="convert it again"):
         raise OutputLockedError(
             f"{os.fspath(store)!r} is the input of a dask-bid fit still running in another "
             f"process: to {what} would change that fit's input under it. Wait for it to "
-            "end, or fit into another folder (its own conversion).") from None
+            f"end, or {fix}.") from None
     except OSError:
         pass
     finally:

@@ -617,6 +617,13 @@ def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_optio
         if holder is not None and not holder.get("mine"):
             raise locked_error(out, holder)
     if not (overwrite or resume):
+        if (_result_meta(out, storage_options) is None
+                and not (not is_url(out) and os.path.isdir(out) and not os.listdir(out))):
+            # said first: the advice to pass --overwrite was then refused for it
+            raise OutputExistsError(
+                f"the output {out!r} already exists and is not a dask_bid result (no Zarr "
+                "group with 'dask_bid' attributes): dask_bid never replaces it. Choose "
+                f"another {f['out']}, or move it away yourself.")
         raise OutputExistsError(
             f"the output {out!r} already exists. Pass {f['overwrite']} to replace it, "
             f"{f['resume']} to continue an interrupted fit there (or, with more iterations, a "
@@ -695,6 +702,19 @@ def _opened(out):
     return out if is_url(out) else os.path.abspath(out)
 
 
+def _refuse_if_any_read(out):
+    """Refuse to replace a local result one of whose arrays (its ``C``, say) is the input
+    of a fit running in another process (the read-hold of engine/lock.py): removed under
+    it, that fit failed as "removed while the fit read it"."""
+    from .lock import refuse_if_read
+
+    for root, dirs, files in os.walk(out):
+        dirs.sort()
+        if "zarr.json" in files and root != out:
+            refuse_if_read(root, f"replace {out!r}, which holds it,",
+                           fix="choose another output (--out)")
+
+
 def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
                    storage_options=None, inputs=()):
     """Check ``out`` (:func:`check_output`) and open (or create) the output group.
@@ -725,6 +745,8 @@ def prepare_output(out, *, input_path=None, overwrite=False, resume=False,
             raise (write_error(out, exc)) from exc
         return g, True
     if exists:
+        if not is_url(out):
+            _refuse_if_any_read(out)
         try:
             _remove(out, storage_options)
         except PermissionError as exc:

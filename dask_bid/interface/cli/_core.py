@@ -141,6 +141,9 @@ def _flag_words(text: str) -> str:
     text = text.replace(" when 'auto')", " when not given)")
     text = text.replace("(a DataFrame, feature_names=, a text file's header; command line: "
                         "--column-names)", "(--column-names FILE, or a text file's header)")
+    # the command line has no storage_options: credentials come from the environment
+    text = text.replace("pass them in storage_options ({'key': ..., 'secret': ..., "
+                        "'client_kwargs': {'endpoint_url': ...}} for s3://) or set ", "set ")
     # the command line replaces a failed fit of its own without --overwrite
     text = text.replace("Fix the cause and fit again (overwrite=True)",
                         "Fix the cause and run the same dask-bid fit again (it replaces a "

@@ -52,6 +52,8 @@ def _is_dense(args) -> bool:
 
 def run(args):
     src, dst = args.input, args.out
+    if not dst.strip():  # '' was taken for the current folder (it "held the input")
+        raise CLIError("--out is empty: name the store to write, e.g. --out A.zarr.")
     if is_url(src) and file_suffix(src) != ".zarr":
         raise CLIError(f"dask-bid convert reads a local file; {src!r} is a URL: copy the "
                        "file here first.")

@@ -369,6 +369,8 @@ def run(args):
     from .runtime import choose_scheduler, compile_kernels, kernels_compiled, local_cluster
 
     out = args.out
+    if not out.strip():  # '' was taken for the current folder (it "held the input")
+        raise CLIError("--out is empty: name the folder the fit writes, e.g. --out fit.zarr.")
     overwrite = args.overwrite
     failed = None if (args.overwrite or args.resume) else _failed_fit_at(out)
     if failed is not None and failed[1]:

@@ -170,6 +170,14 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         done = node.attrs.get("dask_bid_array")
         if isinstance(done, dict) and done.get("complete") is False:
             info["incomplete"] = True
+        elif not is_url(spath):  # a listing of the store's keys (no chunk is read)
+            from ...engine.inputs import missing_chunks
+
+            lost = missing_chunks(node)
+            if lost:
+                fill = node.fill_value
+                info["missing_chunks"] = lost
+                info["fill_value"] = fill.item() if hasattr(fill, "item") else fill
         with contextlib.suppress(Exception):
             info["stored_size"] = int(node.nbytes_stored())
         with contextlib.suppress(Exception):
@@ -334,6 +342,12 @@ def info_lines(info) -> list[str]:
                                                                 strict=True)]))
             lines.append(f"  shards     {' x '.join(map(str, info['shards']))} ({n_shards} "
                          "shard files, the chunks stored inside them)")
+        if info.get("missing_chunks"):
+            lost = info["missing_chunks"]
+            lines.append(f"  absent     {len(lost)} chunk file(s) ({', '.join(lost[:3])}"
+                         f"{', ...' if len(lost) > 3 else ''}): read as the fill value "
+                         f"{info['fill_value']!r}; fit and rid refuse it unless "
+                         "--allow-missing-chunks (meant to be all fill value)")
         size = f"  size       {human_bytes(info['size'])}"
         if "stored_size" in info:
             size += f" ({human_bytes(info['stored_size'])} stored)"
@@ -538,8 +552,13 @@ def run(args):
 
 
 def _refuse_damaged(info):
-    """A damaged result, once described: exit status 2 with the error line, so that a
-    script's ``dask-bid info OUT && ...`` does not go on with it (it exited 0)."""
+    """A damaged result (or an array whose writing did not finish), once described: exit
+    status 2 with the error line, so that a script's ``dask-bid info OUT && ...`` does not
+    go on with it (it exited 0)."""
+    if info.get("incomplete"):
+        raise CLIError(f"{info['path']!r} is a Zarr array whose writing was interrupted or "
+                       "failed (its unwritten chunks read as zeros): convert or write it "
+                       "again (dask-bid convert ... --overwrite).")
     if info.get("status") == "damaged":
         miss = info["missing_chunks"]
         raise CLIError(f"{info['path']!r} is a damaged dask_bid result ({len(miss)} chunk "

@@ -88,6 +88,12 @@ def run(args):
 
     kinds = parse_plot_kinds(args.kind, allow_error_k=True)
     _local_out(args.out)
+    if args.out:
+        from ...engine.zarr_io import refuse_inside_store
+
+        # figures among a store's own files: every later read of it warned of them, and
+        # its --overwrite refused them as not dask_bid's
+        refuse_inside_store(args.out, "--out")
     seen = {}
     for p in args.results:  # one fit twice drew a point twice (and wrote over its plots)
         lp = local_path(str(p))  # file:// and local:// name the same files
