@@ -817,6 +817,37 @@ def test_a_foreign_store_where_the_conversion_goes_is_refused_without_advising_o
     assert "pass --overwrite" not in err
 
 
+def test_where_the_conversion_goes_an_empty_folder_is_used_a_link_or_folder_refused(
+        tmp_path, capsys):
+    """An empty folder where the input converts to was refused "even with --overwrite"
+    (docs/errors.md: empty folders are written into); a symbolic link there was told
+    "remove it" as a folder would be; neither said where that path came from."""
+    src = _npy_good(tmp_path)
+    conv = tmp_path / f"{src.name}.zarr"
+    conv.mkdir()
+    assert main(["fit", str(src), "--k", "2", "--out", str(tmp_path / "o.zarr"), *FAST,
+                 "-q"]) == 0
+    assert zarr.open_array(str(conv), mode="r").shape == np.load(src).shape
+    for name, make, words in (
+            ("link", lambda p: p.symlink_to(tmp_path / "elsewhere", target_is_directory=True),
+             "the store the input converts to, is a symbolic link, which dask-bid never "
+             "writes through"),
+            ("mine", lambda p: (p.mkdir(), (p / "notes.txt").write_text("x")),
+             "the store the input converts to, exists and is not a Zarr array: it is never "
+             "replaced")):
+        (tmp_path / "elsewhere").mkdir(exist_ok=True)
+        d = tmp_path / name
+        d.mkdir()
+        (d / src.name).write_bytes(src.read_bytes())
+        make(d / f"{src.name}.zarr")
+        for more in ([], ["--overwrite"]):
+            assert main(["fit", str(d / src.name), "--k", "2", "--out", str(d / "o.zarr"),
+                         *FAST, *more]) == 2
+            assert_one_line_error(capsys.readouterr().err, words, "choose another --out (a "
+                                  "fit converts into the folder of its --out)")
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
 def test_wrong_kinds_of_paths_are_named_with_the_fix(tmp_path, capsys):
     """Each said what it was and what to do (before: 'got 0-D shape ()' for rid of a
     sparse store, the .npy's bytes quoted back for --format triplets, '[Errno 17]' with a

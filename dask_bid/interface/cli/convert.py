@@ -525,17 +525,30 @@ def _unfinished(existing) -> bool:
 def _open_existing(path):
     import zarr
 
-    if not is_url(path) and not os.path.exists(path):
+    if not is_url(path) and not os.path.lexists(path):
         return None
+    if (not is_url(path) and not os.path.islink(path) and os.path.isdir(path)
+            and not os.listdir(path)):
+        return None  # an empty folder is written into, as an empty --out is
     try:
+        if not is_url(path) and os.path.islink(path):
+            raise OSError("a symbolic link")  # never written through (below)
         return zarr.open_array(path, mode="r")
     except Exception:
         if is_url(path):
             return None
         from ..._errors import OutputExistsError
 
-        raise OutputExistsError(f"{path!r} exists and is not a Zarr array; remove it or choose "
-                                "another --out.") from None
+        # (a fit converts its input to <folder of --out>/<file name>.zarr)
+        where = "choose another --out (a fit converts into the folder of its --out)"
+        if os.path.islink(path):
+            raise OutputExistsError(
+                f"{path!r}, the store the input converts to, is a symbolic link, which "
+                f"dask-bid never writes through: {where}, or remove the link "
+                "yourself.") from None
+        raise OutputExistsError(f"{path!r}, the store the input converts to, exists and is "
+                                "not a Zarr array: it is never replaced. Move it away "
+                                f"yourself, or {where}.") from None
 
 
 def converted_path(input_path, out):
