@@ -1076,14 +1076,22 @@ def test_a_fit_that_failed_after_checkpoints_names_its_resume_and_is_not_replace
     assert "checkpoint" in biggest.parts, biggest
     limit = sizes[biggest] - 1
     out = tmp_path / "u.zarr"
+    # the log of the library's error goes to $XDG_CACHE_HOME/dask_bid/logs (the numba
+    # cache stays where it is: NUMBA_CACHE_DIR, set by import dask_bid)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     r = subprocess.run([sys.executable, "-m", "dask_bid.interface.cli", *argv, str(out)],
-                       capture_output=True, text=True, timeout=300,
+                       capture_output=True, text=True, timeout=300, env=env,
                        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
                                                              (limit, limit)))
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
     m = re.search(r"File too large; the fit at \S+ saved iteration (\d+): fix the cause, "
-                  r"then continue it with `dask-bid fit .* --resume`", r.stderr)
+                  r"then continue it with `dask-bid fit .* --resume` \(traceback: (\S+)\)\n$",
+                  r.stderr)
     assert m and 0 < int(m.group(1)) < 60, r.stderr
+    assert_one_line_error(r.stderr, "File too large")
+    log = Path(m.group(2))
+    assert log.parent == tmp_path / "cache" / "dask_bid" / "logs"
+    assert "Traceback (most recent call last)" in log.read_text()
     assert main([*argv, str(out)]) == 2
     assert_one_line_error(capsys.readouterr().err, f"holds a fit that failed (OSError: "
                           f"[Errno 27] File too large) after saving iteration {m.group(1)}: "

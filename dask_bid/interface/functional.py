@@ -73,7 +73,9 @@ def _initial_columns(A, p, entropy, chain):
     seed = np.random.SeedSequence(entropy, spawn_key=(chain, 0, 0, 99))
     try:
         # only J: RandomizedID.fit would spend two more passes on W and its MSE
-        return select_columns(A, K, method=method, random_state=np.random.default_rng(seed))
+        # the engine checked A's chunks first (allow_missing_chunks, fit_dask): not again
+        return select_columns(A, K, method=method, random_state=np.random.default_rng(seed),
+                              allow_missing_chunks=True)
     except NonFiniteInputError as exc:
         # out-of-core input meets its first full read here: say what the sampler accepts
         where = str(exc).split(". ")[0].rstrip(".")
