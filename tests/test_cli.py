@@ -272,7 +272,7 @@ def test_an_empty_out_and_a_folder_of_the_users_are_named_for_what_they_are(data
     assert main(["fit", str(d / "a.npy"), "--k", "2", "--out", str(mine), *FAST]) == 2
     err = capsys.readouterr().err
     assert_one_line_error(err, "already exists and is not a dask_bid result", "dask_bid never "
-                          "replaces it. Choose another --out")
+                          "replaces it. Choose another output path")
     assert "Pass --overwrite" not in err
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
 

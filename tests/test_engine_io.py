@@ -201,7 +201,9 @@ def test_output_location_errors(store, tmp_path):
     out = tmp_path / "o.zarr"
     out.mkdir()
     (out / "something").write_text("x")
-    with pytest.raises(OutputExistsError, match="overwrite=True"):
+    # said for what it is (the advice was "pass overwrite=True", then refused for it)
+    with pytest.raises(OutputExistsError, match="already exists and is not a dask_bid result"
+                                                ".*never replaces it. Choose another output"):
         bayesian_id(path, K, client="synchronous", out=str(out), **KW)
     assert (out / "something").read_text() == "x"
     # overwrite replaces only a dask_bid result or an empty directory (issue 11, item 1)

@@ -623,7 +623,7 @@ def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_optio
             raise OutputExistsError(
                 f"the output {out!r} already exists and is not a dask_bid result (no Zarr "
                 "group with 'dask_bid' attributes): dask_bid never replaces it. Choose "
-                f"another {f['out']}, or move it away yourself.")
+                "another output path, or move it away yourself.")
         raise OutputExistsError(
             f"the output {out!r} already exists. Pass {f['overwrite']} to replace it, "
             f"{f['resume']} to continue an interrupted fit there (or, with more iterations, a "
