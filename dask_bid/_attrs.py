@@ -4,7 +4,8 @@ A module of constants only, so that the command line can name them without impor
 engine (``dask-bid --help`` answers in a fraction of a second).
 """
 
-__all__ = ["COLUMN_NAMES_ATTR", "COLUMN_NAMES_MAX", "ROW_NAMES_ATTR", "MISSING_ATTR"]
+__all__ = ["COLUMN_NAMES_ATTR", "COLUMN_NAMES_MAX", "ROW_NAMES_ATTR", "MISSING_ATTR",
+           "CONVERTED_FROM_ATTR"]
 
 #: Attribute of an input store holding the names of its columns (a list of N strings),
 #: written by the command line's conversion of a text file with a header; a fit of the
@@ -22,3 +23,8 @@ ROW_NAMES_ATTR = "dask_bid_row_names"
 #: kept as the missing-entry marker with --missing mask). A fit of a store that kept NaN
 #: needs ``missing="mask"``; it is refused at once without it.
 MISSING_ATTR = "dask_bid_missing"
+#: Attribute of a store converted from a file: the file's stamp (absolute path, size,
+#: modification and change times; _files.file_stamp). A fit of the store records it in its
+#: result (``attrs["dask_bid"]["input"]["converted_from"]``), so that ``info`` says which
+#: file the result was fitted on, and when the store now holds another conversion.
+CONVERTED_FROM_ATTR = "dask_bid_converted_from"

@@ -792,6 +792,29 @@ def test_info_on_inputs_and_results(data, tmp_path, capsys):
                      f"{se[j]:.3f}" for j in top], text
 
 
+def test_info_says_which_file_a_result_was_fitted_on(data, tmp_path, capsys):
+    """A result recorded only the converted store it read: after a fit of another file of
+    that name replaced the store (--overwrite), `info` of the first result named the store
+    as its input without a word. It names the file, and says the store now holds another."""
+    d, A, _ = data
+    for sub, M in (("one", A), ("two", A[::-1].copy())):
+        (tmp_path / sub).mkdir()
+        np.save(tmp_path / sub / "M.npy", M)
+    args = ["--k", "2", *FAST, "--scheduler", "synchronous", "-q"]
+    runs = tmp_path / "runs"
+    assert main(["fit", str(tmp_path / "one" / "M.npy"), *args, "--out", str(runs / "a.zarr")]) == 0
+    assert main(["info", str(runs / "a.zarr")]) == 0
+    out = capsys.readouterr().out
+    assert f"from {runs / 'M.npy.zarr'} (converted from {tmp_path / 'one' / 'M.npy'})" in out
+    assert "note       " not in out
+    assert main(["fit", str(tmp_path / "two" / "M.npy"), *args, "--out", str(runs / "b.zarr"),
+                 "--overwrite"]) == 0
+    assert main(["info", str(runs / "a.zarr")]) == 0
+    out = capsys.readouterr().out
+    assert (f"note       {runs / 'M.npy.zarr'} now holds another conversion (of "
+            f"{tmp_path / 'two' / 'M.npy'}): this result was fitted on the earlier one") in out
+
+
 def test_error_k_of_masked_fits_is_the_mse_over_observed_entries(data, tmp_path):
     """As info headlines it: the MSE over all entries counted the unobserved ones as 0,
     under an axis labelled only "MSE"."""

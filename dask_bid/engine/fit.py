@@ -16,6 +16,7 @@ import uuid
 
 import numpy as np
 
+from .._attrs import CONVERTED_FROM_ATTR
 from .._errors import CheckpointError, DaskBidError, InputChangedError, ParameterError
 from .._interrupt import fit_latch
 from .chain import run_chain
@@ -610,6 +611,13 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
             "engine": {"checkpoint_every": int(checkpoint_every),
                        "chunks": None if chunks is None else list(chunks)},
             "format_version": FORMAT_VERSION}
+    if src.kind == "zarr":
+        # the file a converted store came from: the result says what it was fitted on
+        # even after the store is converted again from another file of that name
+        with contextlib.suppress(Exception):
+            conv = src.array.attrs.get(CONVERTED_FROM_ATTR)
+            if isinstance(conv, dict):
+                meta["input"]["converted_from"] = jsonable(conv)
     names = valid_column_names(feature_names, N)
     if names is None and src.kind == "zarr":
         names = stored_column_names(src.array)

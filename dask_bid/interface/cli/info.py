@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from ..._attrs import CONVERTED_FROM_ATTR
 from ._core import (
     COLLAPSED_ONLY,
     CLIError,
@@ -250,6 +251,7 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         from .convert import converted_fill_count
 
         info["input_filled"] = converted_fill_count(str(src["path"]))
+        info["input_reconverted"] = _reconverted(str(src["path"]), src.get("converted_from"))
     from ...engine.zarr_io import valid_column_names
 
     if "columns" in node:
@@ -432,8 +434,15 @@ def info_lines(info) -> list[str]:
             lines.append(f"  saved      {_saved_words(info['saved_iterations'], p.get('n_iter'))}")
         shape = info.get("input_shape") or [s.get("n_samples"), s.get("n_features")]
         src = info.get("input") or {}
+        conv = src.get("converted_from")
         lines.append(f"  input      {shape[0]} x {shape[1]}"
-                     + (f" from {src.get('path')}" if src.get("path") else ""))
+                     + (f" from {src.get('path')}" if src.get("path") else "")
+                     + (f" (converted from {conv['path']})"
+                        if isinstance(conv, dict) and conv.get("path") else ""))
+        if info.get("input_reconverted"):
+            lines.append(f"  note       {src.get('path')} now holds another conversion "
+                         f"({info['input_reconverted']}): this result was fitted on the "
+                         "earlier one")
         if info.get("input_filled"):
             lines.append(f"  filled     {info['input_filled']} NaN entries of the input "
                          "replaced by 0 (--fill-missing zero)")
@@ -549,6 +558,27 @@ def run(args):
     print_lines(lines)
     _refuse_damaged(info)
     return 0
+
+
+def _reconverted(store, recorded) -> str | None:
+    """What the converted store a result read holds now, when it is another conversion
+    than the one the fit recorded (another file of that name, or the file changed since);
+    None when the same, or not known (a fit of an older version recorded nothing)."""
+    if not isinstance(recorded, dict):
+        return None
+    try:
+        import zarr
+
+        now = zarr.open_array(store, mode="r").attrs.get(CONVERTED_FROM_ATTR)
+    except Exception:
+        return None
+    if not isinstance(now, dict):
+        return None
+    if now.get("path") != recorded.get("path"):
+        return f"of {now.get('path')}"
+    if any(now.get(k) != recorded.get(k) for k in ("size", "mtime_ns")):
+        return f"of {now.get('path')} as it is now, changed since the fit"
+    return None
 
 
 def _refuse_damaged(info):
