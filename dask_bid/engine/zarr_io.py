@@ -844,7 +844,74 @@ def stored_column_names(array, axis=1):
 
 
 def write_result(group, res, *, w_chunk_cols=None, extra_attrs=None):
-    """Write every array of a :class:`~dask_bid.BIDResult` (all but C) and the attributes."""
+    """Write every array of a :class:`~dask_bid.BIDResult` (all but C) and the attributes.
+
+    On object storage the arrays are made in memory and written as a batch of concurrent
+    puts (:func:`_copy_batched`): made node by node there, each cost about a dozen
+    requests (existence checks of its parents and of v2 keys, a listing)."""
+    from zarr.storage import LocalStore
+
+    if isinstance(group.store, LocalStore):
+        written = _write_result_arrays(group, res, w_chunk_cols)
+    else:
+        import zarr
+        from zarr.storage import MemoryStore
+
+        mem = zarr.open_group(MemoryStore(), mode="w", zarr_format=3)
+        _write_result_arrays(mem, res, w_chunk_cols)
+        _copy_batched(mem, group)
+        written = (["C"] if "C" in group else []) + _result_arrays(mem)
+    summary = {
+        "sigma2": res.sigma2, "n_draws_point": res.n_draws_point, "mse": res.mse,
+        "mse_observed": res.mse_observed, "max_abs_w": res.max_abs_w,
+        "n_passes": res.n_passes, "elapsed": res.elapsed, "n_samples": res.n_samples,
+        "n_features": res.n_features,
+        # the convergence check's numbers, so that ``info`` shows them without the draws
+        "convergence": res.convergence()._asdict(),
+    }
+    meta = dict(group.attrs.get("dask_bid", {}))
+    meta.update({"format_version": FORMAT_VERSION, "result_params": jsonable(res.params),
+                 "summary": jsonable(summary), ALL_CHUNKS: True,
+                 # which arrays the result has (C, written before, among them): a whole
+                 # array deleted left no chunk file to miss, and read as "complete"
+                 RESULT_ARRAYS: sorted(written, key=_result_order)})
+    meta.update(jsonable(extra_attrs or {}))
+    group.attrs["dask_bid"] = meta
+
+
+def _result_order(name):
+    # the order _result_arrays lists them in: the group's own arrays, traces/, draws/
+    sub = name.rpartition("/")[0]
+    return ("", "traces", "draws").index(sub) if sub in ("traces", "draws") else 0, name
+
+
+def _copy_batched(src, dst):
+    """Copy every key of the Zarr group ``src`` (in memory) into the group ``dst`` on its
+    store, concurrently; ``src``'s own ``zarr.json`` is not copied (``dst`` keeps its
+    metadata and attributes). Subgroups' metadata come last, after their arrays."""
+    import asyncio
+
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    prefix = f"{dst.path}/" if dst.path else ""
+    store, mem, proto = dst.store, src.store, default_buffer_prototype()
+
+    async def copy():
+        keys = [k async for k in mem.list() if k != "zarr.json"]
+        values = await asyncio.gather(*(mem.get(k, prototype=proto) for k in keys))
+        items = dict(zip(keys, values, strict=True))
+        groups = {k: items.pop(k) for k in list(items)
+                  if k.endswith("zarr.json") and k.count("/") == 1 and "/c/" not in k
+                  and k.split("/")[0] in ("traces", "draws")}
+        await asyncio.gather(*(store.set(prefix + k, v) for k, v in items.items()))
+        await asyncio.gather(*(store.set(prefix + k, v) for k, v in groups.items()))
+
+    sync(copy())
+
+
+def _write_result_arrays(group, res, w_chunk_cols):
+    """The arrays of :func:`write_result` into ``group``; returns the result's arrays."""
     K, N = res.components.shape
     wc = (K, max(1, min(N, w_chunk_cols or N)))
     _put(group, "W", res.components, wc)
@@ -862,22 +929,7 @@ def write_result(group, res, *, w_chunk_cols=None, extra_attrs=None):
     if res.draws_w is not None:
         _put(dr, "w_columns", res.draws_w["columns"])
         _put(dr, "w_values", res.draws_w["values"])
-    summary = {
-        "sigma2": res.sigma2, "n_draws_point": res.n_draws_point, "mse": res.mse,
-        "mse_observed": res.mse_observed, "max_abs_w": res.max_abs_w,
-        "n_passes": res.n_passes, "elapsed": res.elapsed, "n_samples": res.n_samples,
-        "n_features": res.n_features,
-        # the convergence check's numbers, so that ``info`` shows them without the draws
-        "convergence": res.convergence()._asdict(),
-    }
-    meta = dict(group.attrs.get("dask_bid", {}))
-    meta.update({"format_version": FORMAT_VERSION, "result_params": jsonable(res.params),
-                 "summary": jsonable(summary), ALL_CHUNKS: True,
-                 # which arrays the result has (C, written before, among them): a whole
-                 # array deleted left no chunk file to miss, and read as "complete"
-                 RESULT_ARRAYS: _result_arrays(group)})
-    meta.update(jsonable(extra_attrs or {}))
-    group.attrs["dask_bid"] = meta
+    return _result_arrays(group)
 
 
 def read_result(path, *, storage_options=None):
