@@ -401,20 +401,25 @@ def test_rid_names_the_columns_and_replaces_only_its_own_file(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv", "mine.npz", "r.npz"]
 
 
-def test_rid_refuses_what_it_would_ignore_or_fail_late_on(tmp_path, capsys):
+def test_rid_refuses_what_it_would_ignore_or_fail_late_on(tmp_path, capsys, monkeypatch):
     """--seed with --method cpqr was ignored without a word (--oversampling was refused);
     --out '' wrote nothing and exited 0; an --out that cannot be written failed after the
     fit with a raw errno line; a Zarr INPUT with lost chunks was read as zeros."""
+    monkeypatch.chdir(tmp_path)  # where a URL --out was written as a local file
     A = np.random.default_rng(0).standard_normal((40, 6))
     np.save(tmp_path / "a.npy", A)
     src = str(tmp_path / "a.npy")
     for argv, words in ((["--method", "cpqr", "--seed", "3"], "--seed applies to --method "
                          "randomized"),
                         (["--out", ""], "--out is empty"),
-                        (["--out", "/proc/x.npz"], "--out '/proc/x.npz' cannot be written")):
+                        (["--out", "/proc/x.npz"], "--out '/proc/x.npz' cannot be written"),
+                        # it wrote ./s3:/bucket/a.npz, a local file named like the URL
+                        (["--out", "s3://bucket/a.npz"], "is a URL, and rid writes a local "
+                         ".npz file")):
         assert main(["rid", src, "--k", "2", *argv]) == 2
         err = capsys.readouterr().err
         assert err.startswith("dask-bid: error: ") and words in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy"]
     z = zarr.create_array(str(tmp_path / "lost.zarr"), shape=(40, 6), chunks=(10, 6),
                           dtype="f8", fill_value=0.0)
     z[:10] = A[:10]

@@ -627,6 +627,18 @@ def test_an_output_inside_a_store_is_refused(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith("dask-bid: error: --out ") and msg in err, err
         assert not out.exists()
+    # a stem ending in '/' wrote <store>/.trace.png (hidden, among the store's files); the
+    # suggestion lies outside the outermost store (R/C/p was told R/p, refused too)
+    for stem, suggested in ((f"{res_dir}/", tmp_path / "fit"),
+                            (str(res_dir / "C" / "p"), tmp_path / "p")):
+        assert main(["plot", str(res_dir), "--out", stem]) == 2
+        err = capsys.readouterr().err
+        assert (f"lies inside the dask_bid result {str(res_dir)!r}" in err
+                and f"e.g. {str(suggested)!r}" in err), err
+    (tmp_path / "pl").mkdir()
+    assert main(["plot", str(res_dir), "--out", f"{tmp_path / 'pl'}/"]) == 2
+    assert "ends with '/': --out is the figures' file stem" in capsys.readouterr().err
+    (tmp_path / "pl").rmdir()
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert sorted(p.name for p in res_dir.iterdir()) == [
         "C", "W", "W_sd", "checkpoint", "columns", "draws", "inclusion_probability",

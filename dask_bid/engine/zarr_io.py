@@ -173,7 +173,7 @@ def _enclosing_kind(folder) -> str | None:
     return "the sparse store" if SPARSE_ATTR in attrs else None
 
 
-def refuse_inside_store(path, what="the output"):
+def refuse_inside_store(path, what="the output", into=False):
     """Refuse a local write target inside a Zarr array, a dask_bid result or a sparse
     store: it was written among their chunks or checkpoints (a later overwrite of the
     result then refused it as "not written by dask_bid", and removing the result's
@@ -181,18 +181,24 @@ def refuse_inside_store(path, what="the output"):
     if path is None or is_url(path):
         return
     p = os.fspath(path).rstrip(os.sep) or os.sep
-    folder = os.path.dirname(os.path.abspath(p))
+    # into: the files go into ``path`` itself (a plot's stem "x/" names x/.trace.png), so
+    # x may be the store; else ``path`` is the target (``--out fit.zarr/`` is fit.zarr)
+    folder = os.path.abspath(p) if into else os.path.dirname(os.path.abspath(p))
+    found = None
     while True:
         kind = _enclosing_kind(folder)
         if kind is not None:
-            raise OutputLocationError(
-                f"{what} {os.fspath(path)!r} lies inside {kind} {folder!r}; dask_bid writes "
-                "nothing among a store's own files: choose a path outside it, e.g. "
-                f"{os.path.join(os.path.dirname(folder), os.path.basename(p))!r}.")
+            found = kind, folder  # the outermost is named: the suggestion lies outside all
         parent = os.path.dirname(folder)
         if parent == folder:
-            return
+            break
         folder = parent
+    if found is not None:
+        kind, folder = found
+        raise OutputLocationError(
+            f"{what} {os.fspath(path)!r} lies inside {kind} {folder!r}; dask_bid writes "
+            "nothing among a store's own files: choose a path outside it, e.g. "
+            f"{os.path.join(os.path.dirname(folder), 'fit' if into else os.path.basename(p))!r}.")
 
 
 def _remove(path, storage_options=None):

@@ -93,7 +93,12 @@ def run(args):
 
         # figures among a store's own files: every later read of it warned of them, and
         # its --overwrite refused them as not dask_bid's
-        refuse_inside_store(args.out, "--out")
+        refuse_inside_store(args.out, "--out", into=args.out.endswith(("/", os.sep)))
+    if args.out and args.out.endswith(("/", os.sep)):
+        # a stem ending in '/' named the files '<folder>/.trace.png', hidden
+        raise CLIError(f"--out {args.out!r} ends with '/': --out is the figures' file stem, "
+                       f"e.g. --out {args.out.rstrip('/' + os.sep) or '.'}/fit writes "
+                       f"{args.out.rstrip('/' + os.sep) or '.'}/fit.trace.png.")
     seen = {}
     for p in args.results:  # one fit twice drew a point twice (and wrote over its plots)
         lp = local_path(str(p))  # file:// and local:// name the same files

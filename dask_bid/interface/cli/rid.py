@@ -147,6 +147,12 @@ def _npz_out(out):
     """The file ``--out`` names: OUT itself when it ends in .npz, OUT.npz when it has no
     suffix (numpy's rule); any other suffix is refused, since ``x.zarr`` or ``x.csv``
     would promise a format rid does not write."""
+    from ..._files import local_path
+
+    out = local_path(out)  # file:// names a local file
+    if "://" in out:  # it wrote ./s3:/bucket/a.npz, a local file named like the URL
+        raise CLIError(f"--out {out!r} is a URL, and rid writes a local .npz file: give a "
+                       "local path (and copy the file to object storage afterwards).")
     if out.endswith(("/", os.sep)) or os.path.isdir(out):
         raise CLIError(f"--out {out!r} is a folder; rid writes one .npz file: give a "
                        "file name, e.g. --out rid.npz.")
