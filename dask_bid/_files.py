@@ -74,7 +74,15 @@ def same_file(recorded, path) -> bool:
     if not isinstance(recorded, dict):
         return False
     now = file_stamp(path)
-    return all(recorded.get(k) == now[k] for k in now if k != "ctime_ns" or k in recorded)
+    keys = [k for k in now if k != "ctime_ns" or k in recorded]
+    was = recorded.get("path")
+    if (was != now["path"] and isinstance(was, str) and "ctime_ns" in recorded
+            and not os.path.lexists(was)):
+        # the file was moved (its folder renamed, a project moved whole): the same inode
+        # keeps its size and times, the change time included, which no copy and no other
+        # file has; its recorded path is gone
+        keys.remove("path")
+    return all(recorded.get(k) == now[k] for k in keys)
 
 
 def tree_stamp(folder) -> str | None:

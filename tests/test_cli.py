@@ -1077,6 +1077,25 @@ def test_a_moved_result_resumes_and_an_edited_conversion_is_made_again(data, tmp
     # unchanged since: reused, as before
     assert main(["fit", str(src), *args, "--out", str(tmp_path / "moved" / "k.zarr")]) == 0
     assert f"reusing {conv} (already converted" in capsys.readouterr().err
+    # a project moved whole (file, conversion and result): it was refused as "now holds
+    # the conversion of another file of that name (... --overwrite)", the same file moved
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    shutil.copy(src, proj / "b.npy")
+    first = ["fit", str(proj / "b.npy"), *args, "--out", str(proj / "r.zarr")]
+    assert main(first) == 0
+    shutil.move(proj, tmp_path / "proj2")
+    assert main(["fit", str(tmp_path / "proj2" / "b.npy"), *args, "--out",
+                 str(tmp_path / "proj2" / "r.zarr"), "--resume", "--n-iter", "50"]) == 0, \
+        capsys.readouterr().err
+    assert f"reusing {tmp_path / 'proj2' / 'b.npy.zarr'}" in capsys.readouterr().err
+    # a copy of the file elsewhere is not the file the store was converted from
+    shutil.copy(tmp_path / "proj2" / "b.npy", tmp_path / "proj2" / "c.npy")
+    (tmp_path / "proj2" / "b.npy").unlink()
+    (tmp_path / "proj2" / "c.npy").rename(tmp_path / "proj2" / "b.npy")
+    assert main(["fit", str(tmp_path / "proj2" / "b.npy"), *args, "--out",
+                 str(tmp_path / "proj2" / "r.zarr"), "--resume", "--n-iter", "60"]) == 2
+    assert "changed (size or time) since" in capsys.readouterr().err
 
 
 def test_a_fit_that_failed_after_checkpoints_names_its_resume_and_is_not_replaced(tmp_path,

@@ -461,7 +461,8 @@ def run(args):
         if args.resume and not args.overwrite and source_changed(src, dst):
             # with --overwrite it is converted again, and the fit's checksum decides
             other = converted_from(dst)
-            if other and other != os.path.abspath(src):
+            # (a recorded file that is gone was moved here, and has changed since)
+            if other and other != os.path.abspath(src) and os.path.lexists(other):
                 raise CLIError(
                     f"--resume, but {dst!r} now holds the conversion of another file of that "
                     f"name, {other!r} (a fit of it replaced the store with --overwrite), "
