@@ -1353,3 +1353,27 @@ def test_a_resumed_fit_reports_the_time_of_all_its_runs(tmp_path):
         bayesian_id(A, K, out=out, callback=slow_then_stop, **KW, **SYNC)
     res = bayesian_id(A, K, out=out, resume=True, **KW, **SYNC)
     assert res.elapsed >= 0.9, res.elapsed
+
+
+def test_the_bare_group_of_a_fit_that_failed_at_its_start_is_written_into(store, tmp_path,
+                                                                          capsys):
+    """A fit that failed while writing its first attributes (a full disk) left OUT as an
+    empty Zarr group without attributes, then refused ever after ("not a dask_bid result",
+    with --overwrite too). Such a group holds nothing: written into, as an empty folder
+    is. A group holding anything else (an attribute, an array) is still the user's."""
+    from dask_bid.interface.cli import main
+
+    out = tmp_path / "r0.zarr"
+    zarr.open_group(str(out), mode="w", zarr_format=3)  # what the failed fit left
+    res = bayesian_id(store, K, out=str(out), **KW, **SYNC)
+    assert_same_chain(res, read_result(str(out)))
+    for name, make in (("attrs.zarr", lambda g: g.attrs.update(mine=1)),
+                       ("array.zarr", lambda g: g.create_array("x", shape=(2,), dtype="f8"))):
+        make(zarr.open_group(str(tmp_path / name), mode="w", zarr_format=3))
+        before = tree_digest(tmp_path / name)
+        with pytest.raises(OutputExistsError, match="not a dask_bid result"):
+            bayesian_id(store, K, out=str(tmp_path / name), **KW, **SYNC)
+        assert main(["fit", store, "--k", str(K), "--out", str(tmp_path / name), "-q",
+                     "--overwrite", "--n-iter", "30", "--burn-in", "10"]) == 2
+        assert "not a dask_bid result" in capsys.readouterr().err
+        assert tree_digest(tmp_path / name) == before

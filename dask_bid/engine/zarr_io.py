@@ -115,13 +115,32 @@ def _exists(path, storage_options=None) -> bool:
         if fs.exists(p.rstrip("/") + "/zarr.json"):
             return True
         return fs.exists(p) and bool(fs.ls(p))
-    return os.path.exists(path) and (not os.path.isdir(path) or bool(os.listdir(path)))
+    return (os.path.exists(path) and (not os.path.isdir(path) or bool(os.listdir(path)))
+            and not _bare_group(path))
 
 
 def empty_local_dir(path) -> bool:
-    """Whether ``path`` is a local directory with nothing in it (an output may be written
-    there as it is)."""
-    return not is_url(path) and os.path.isdir(path) and not os.listdir(path)
+    """Whether ``path`` is a local directory with nothing in it, or only the metadata of
+    an empty Zarr group without attributes (an output may be written there as it is)."""
+    return not is_url(path) and os.path.isdir(path) and (not os.listdir(path)
+                                                         or _bare_group(path))
+
+
+def _bare_group(path) -> bool:
+    """A local folder holding nothing but an empty Zarr v3 group's ``zarr.json`` with no
+    attributes: what a fit that failed while writing its first attributes (a full disk)
+    left, refused ever after as "not a dask_bid result". It holds nothing of anyone's."""
+    try:
+        if os.listdir(path) != ["zarr.json"]:
+            return False
+        with open(os.path.join(path, "zarr.json")) as fh:
+            meta = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    return (isinstance(meta, dict) and meta.get("node_type") == "group"
+            and not meta.get("attributes") and set(meta) <= {"attributes", "zarr_format",
+                                                             "node_type",
+                                                             "consolidated_metadata"})
 
 
 def refuse_symlink(path, what="the output"):
