@@ -718,7 +718,7 @@ def test_a_store_a_fit_reads_directly_is_not_converted_again_under_it(data, tmp_
     assert codes == [2]
     assert_one_line_error(capsys.readouterr().err, f"{str(res / 'C')!r} is the input of a "
                           f"dask-bid fit still running", f"to replace {str(res)!r}, which "
-                          "holds it, would change", "or choose another output (--out)")
+                          "holds it, would change", "or choose another output path")
 
 
 def test_a_ctrl_c_after_the_last_iteration_says_what_it_still_does(data, tmp_path):

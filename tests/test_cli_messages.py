@@ -829,6 +829,10 @@ def test_where_the_conversion_goes_an_empty_folder_is_used_a_link_or_folder_refu
             ("link", lambda p: p.symlink_to(tmp_path / "elsewhere", target_is_directory=True),
              "the store the input converts to, is a symbolic link, which dask-bid never "
              "writes through"),
+            # a link to the input itself was told "--out ... is the input" of that path
+            ("tolink", lambda p: p.symlink_to(p.parent / src.name),
+             "the store the input converts to, is a symbolic link, which dask-bid never "
+             "writes through"),
             ("mine", lambda p: (p.mkdir(), (p / "notes.txt").write_text("x")),
              "the store the input converts to, exists and is not a Zarr array: it is never "
              "replaced")):
@@ -841,7 +845,7 @@ def test_where_the_conversion_goes_an_empty_folder_is_used_a_link_or_folder_refu
             assert main(["fit", str(d / src.name), "--k", "2", "--out", str(d / "o.zarr"),
                          *FAST, *more]) == 2
             assert_one_line_error(capsys.readouterr().err, words, "choose another --out (a "
-                                  "fit converts into the folder of its --out)")
+                                  "fit writes the conversion of its input into the folder")
     assert list((tmp_path / "elsewhere").iterdir()) == []
 
 

@@ -829,9 +829,9 @@ class DaskBackend:
         n_bad, self.amax, checksum = stats[-1]
         if n_bad:
             raise NonFiniteInputError(
-                f"A contains {n_bad} NaN or infinite entries. Fill them (e.g. with 0, as the "
-                "paper does for missing values), or pass missing='mask' to treat NaN as "
-                "missing.")
+                f"A contains {n_bad} NaN or infinite entries. Fill NaN (e.g. with 0, as the "
+                "paper does for missing values) or pass missing='mask' to treat NaN as "
+                "missing; replace any infinities (no option accepts them).")
         if hashed:
             self.checksum, self.want_checksum = checksum, False
         if self.on_first_pass is not None:

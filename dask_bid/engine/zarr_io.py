@@ -737,7 +737,7 @@ def _refuse_if_any_read(out):
         dirs.sort()
         if "zarr.json" in files and root != out:
             refuse_if_read(root, f"replace {out!r}, which holds it,",
-                           fix="choose another output (--out)")
+                           fix="choose another output path")
 
 
 def prepare_output(out, *, input_path=None, overwrite=False, resume=False,

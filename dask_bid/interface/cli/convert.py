@@ -199,6 +199,10 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
         from ..._errors import OutputLocationError
         from ...engine.zarr_io import same_or_nested
 
+        if os.path.islink(dst.rstrip("/")):
+            # a link to the input itself was told "--out ... is the input" of a path that
+            # was no --out, suggesting that very path
+            _open_existing(dst.rstrip("/"))  # refuses a link, saying what that path is
         if same_or_nested(os.path.abspath(dst), os.path.abspath(src)):
             # "remove it or choose another --out" (the folder held the input)
             beside = os.path.join(os.path.dirname(dst.rstrip("/")) or ".",
@@ -540,7 +544,8 @@ def _open_existing(path):
         from ..._errors import OutputExistsError
 
         # (a fit converts its input to <folder of --out>/<file name>.zarr)
-        where = "choose another --out (a fit converts into the folder of its --out)"
+        where = ("choose another --out (a fit writes the conversion of its input into the "
+                 "folder of its --out)")
         if os.path.islink(path):
             raise OutputExistsError(
                 f"{path!r}, the store the input converts to, is a symbolic link, which "

@@ -58,7 +58,13 @@ def _missing_lines(info) -> list[str]:
     with them."""
     n_nan, n_inf = info.get("n_nan"), info.get("n_inf")
     if n_nan is None:
-        if info.get("nan_not_counted"):
+        why = info.get("nan_not_counted")
+        if why == "incomplete":
+            return ["  missing    not counted: the array was not completely written"]
+        if why == "remote":
+            return ["  missing    not counted: a store on object storage is not read "
+                    "whole for a quick look"]
+        if why:
             return [f"  missing    not counted: reading all {human_bytes(info['size'])} "
                     f"takes a while (counted for local stores up to "
                     f"{human_bytes(INFO_SCAN_BYTES)})"]
@@ -214,7 +220,8 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
             elif recorded is not None:
                 info["n_nan"], info["n_inf"] = recorded, 0
             else:
-                info["nan_not_counted"] = True
+                info["nan_not_counted"] = ("incomplete" if info.get("incomplete")
+                                           else "remote" if is_url(spath) else "size")
         return info
     meta = node.attrs.get("dask_bid")
     if meta is None:

@@ -127,7 +127,7 @@ def run(args):
             os.replace(tmp, out)
         except OSError as exc:  # the disk filled, the folder went away: named, in one line
             raise CLIError(f"could not write --out {out!r} ({exc.strerror or exc}); the result "
-                           "above is not saved: free space or choose another --out.") from exc
+                           "is not saved: free space or choose another --out.") from exc
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
