@@ -337,14 +337,19 @@ def save_state(group, name: str, obj, attrs=None) -> int:
         return _save_state_batched(group, name, w, tree, attrs)
     if name in group and not isinstance(group[name], zarr.Group):
         del group[name]  # e.g. a state of the older, pickled format
-    g = group.require_group(name)
+    _write_state(group.require_group(name), w, tree, attrs, overwrite=True)
+    return sum(w.sizes.values())
+
+
+def _write_state(g, w, tree, attrs, overwrite=False):
+    """The buffers of ``w`` as arrays of the group ``g``, then its attributes."""
     buffers = {}
     for buf, parts in w.parts.items():
         data = np.frombuffer(b"".join(parts), dtype=np.uint8)
         n = int(data.size)
         arr = g.create_array(buf, shape=(n,), dtype=np.uint8,
                              chunks=(max(1, min(n, _CHUNK)),), compressors=None,
-                             overwrite=True)
+                             overwrite=overwrite)
         if n:
             arr[:] = data
         buffers[buf] = {"nbytes": n, "blake2b": hashlib.blake2b(data, digest_size=16)
@@ -355,7 +360,6 @@ def save_state(group, name: str, obj, attrs=None) -> int:
     g.update_attributes({**(attrs or {}), _ATTR: {"format": STATE_FORMAT,
                                                   "version": STATE_VERSION, "tree": tree,
                                                   "buffers": buffers}})
-    return sum(w.sizes.values())
 
 
 def _is_local(store) -> bool:
@@ -379,20 +383,7 @@ def _save_state_batched(group, name, w, tree, attrs) -> int:
     from zarr.storage import MemoryStore
 
     mem = MemoryStore()
-    g = zarr.open_group(mem, mode="w", zarr_format=3)
-    buffers = {}
-    for buf, parts in w.parts.items():
-        data = np.frombuffer(b"".join(parts), dtype=np.uint8)
-        n = int(data.size)
-        arr = g.create_array(buf, shape=(n,), dtype=np.uint8,
-                             chunks=(max(1, min(n, _CHUNK)),), compressors=None)
-        if n:
-            arr[:] = data
-        buffers[buf] = {"nbytes": n, "blake2b": hashlib.blake2b(data, digest_size=16)
-                        .hexdigest()}
-    g.update_attributes({**(attrs or {}), _ATTR: {"format": STATE_FORMAT,
-                                                  "version": STATE_VERSION, "tree": tree,
-                                                  "buffers": buffers}})
+    _write_state(zarr.open_group(mem, mode="w", zarr_format=3), w, tree, attrs)
     if name in group:
         del group[name]  # replaced whole (an older format's, another run's): nothing stale
     prefix = f"{group.path}/{name}" if group.path else name
