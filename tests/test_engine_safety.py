@@ -384,6 +384,18 @@ def test_missing_chunk_is_refused_unless_allowed(store, tmp_path):
     res = bayesian_id(store, K, allow_missing_chunks=True, **KW, **SYNC)
     assert np.isfinite(res.mse)
     assert tree_digest(store) == before
+    # the same store read through a dask array (da.from_zarr, a notebook's habit) was
+    # fitted with the lost chunk as zeros, by BayesianID and RandomizedID alike
+    import dask.array as da
+
+    from dask_bid import RandomizedID
+
+    x = da.from_zarr(store)
+    for fit in (lambda: bayesian_id(x, K, **KW, **SYNC), lambda: RandomizedID(K).fit(x)):
+        with pytest.raises(IncompleteStoreError, match=r"\(read by the dask array\) has 1 of "
+                                                       r"3 chunks missing \(c/1/0\)"):
+            fit()
+    assert np.isfinite(bayesian_id(x, K, allow_missing_chunks=True, **KW, **SYNC).mse)
 
 
 def test_missing_chunks_of_sharded_and_zarr_v2_arrays(tmp_path):

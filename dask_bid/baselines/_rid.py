@@ -276,7 +276,8 @@ class RandomizedID:
         Rows per block when reading dask / zarr input (each block holds all
         columns). None keeps the input's row chunking. Ignored for numpy input.
     allow_missing_chunks : bool, default False
-        Zarr input (and a Zarr mask) with chunk files missing is refused
+        Zarr input (a dask array reading one, a Zarr mask) with chunk files missing is
+        refused
         (:class:`~dask_bid.IncompleteStoreError`): Zarr reads a lost chunk as its fill
         value, rows of zeros, without a word. Pass True for a store whose missing chunks
         are meant to be all fill value (Zarr omits such chunks by default), as

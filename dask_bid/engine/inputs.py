@@ -456,7 +456,21 @@ def missing_chunks(array) -> list[str] | None:
         return None
 
 
-def check_chunks(src, *, allow_missing=False):
+def _zarr_sources(x) -> list:
+    """The Zarr arrays a dask array reads (``da.from_zarr``, ``da.from_array`` of a Zarr
+    array): dask keeps each in a layer named ``original-...``. Only those layers are
+    looked at (no other layer of the graph is materialised)."""
+    try:
+        import zarr
+
+        layers = x.__dask_graph__().layers
+        return [v for name, layer in layers.items() if name.startswith("original-")
+                for v in layer.values() if isinstance(v, zarr.Array)]
+    except Exception:
+        return []
+
+
+def check_chunks(src, *, allow_missing=False, behind=False):
     """Refuse Zarr input with chunks missing, unless ``allow_missing``.
 
     Zarr reads a missing chunk as the fill value without a word, so a lost chunk file
@@ -465,6 +479,12 @@ def check_chunks(src, *, allow_missing=False):
     with ``allow_missing_chunks=True``. (:func:`~dask_bid.engine.to_zarr` and the CLI's
     conversion write every chunk.)
     """
+    if src.kind == "dask" and not allow_missing:
+        for z in _zarr_sources(src.array):  # da.from_zarr(...): the same lost chunks
+            check_chunks(MatrixSource(kind="zarr", array=z, path=zarr_array_location(z),
+                                      shape=tuple(z.shape), dtype=np.dtype(z.dtype)),
+                         allow_missing=False, behind=True)
+        return
     if src.kind != "zarr":
         return
     check_written(src.array, src.path)
@@ -481,7 +501,8 @@ def check_chunks(src, *, allow_missing=False):
         fill = src.array.fill_value
         fill = fill.item() if hasattr(fill, "item") else fill
         raise IncompleteStoreError(
-            f"the Zarr array at {src.path!r} has {len(missing)} of {total} chunks missing "
+            f"the Zarr array at {src.path!r}{' (read by the dask array)' if behind else ''} "
+            f"has {len(missing)} of {total} chunks missing "
             f"({shown}); Zarr would read them as the fill value {fill!r}. Restore the "
             "chunk files, or pass allow_missing_chunks=True if they are meant to be all fill "
             "value (Zarr omits such chunks unless written with write_empty_chunks=True).")
