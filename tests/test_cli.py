@@ -1131,7 +1131,8 @@ def test_a_fit_that_failed_after_checkpoints_names_its_resume_and_is_not_replace
                        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
                                                              (limit, limit)))
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
-    m = re.search(r"File too large; the fit at \S+ saved iteration (\d+): fix the cause, "
+    m = re.search(r"File too large \(writing \S+: free space, or raise the file-size "
+                  r"limit\); the fit at \S+ saved iteration (\d+): fix the cause, "
                   r"then continue it with `dask-bid fit .* --resume` \(traceback: (\S+)\)\n$",
                   r.stderr)
     assert m and 0 < int(m.group(1)) < 60, r.stderr

@@ -106,6 +106,18 @@ def _held_inputs():
         release_held()
 
 
+def _disk_hint(exc, args) -> str:
+    """What a full disk or a file-size limit said ("[Errno 28] No space left on device"
+    alone named neither where nor what to do)."""
+    import errno
+
+    if getattr(exc, "errno", None) not in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return ""
+    where = getattr(exc, "filename", None) or getattr(args, "out", None)
+    return (f" (writing {where}" if where else " (writing") + \
+        ": free space, or raise the file-size limit)"
+
+
 def _failure_hint(args, argv) -> str:
     """A failed fit's checkpoints and how to continue it (fit.failure_hint); "" if not
     known."""
@@ -219,8 +231,8 @@ def main(argv=None) -> int:
             raise
         log = _write_log(argv)
         tail = f" (traceback: {log})" if log else ""
-        print(f"{PROG}: error: {cli_words(one_line(exc))}{_failure_hint(args, argv)}{tail}",
-              file=sys.stderr)
+        print(f"{PROG}: error: {cli_words(one_line(exc))}{_disk_hint(exc, args)}"
+              f"{_failure_hint(args, argv)}{tail}", file=sys.stderr)
         return 2
     except Exception as exc:
         if debug:
