@@ -1131,18 +1131,19 @@ def test_a_fit_that_failed_after_checkpoints_names_its_resume_and_is_not_replace
                        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
                                                              (limit, limit)))
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
-    m = re.search(r"File too large \(writing \S+: free space, or raise the file-size "
-                  r"limit\); the fit at \S+ saved iteration (\d+): fix the cause, "
+    m = re.search(r"File too large \((writing \S+: )?a full disk or a file-size limit: free "
+                  r"space, or raise the limit\); the fit at \S+ saved iteration (\d+): fix "
+                  r"the cause, "
                   r"then continue it with `dask-bid fit .* --resume` \(traceback: (\S+)\)\n$",
                   r.stderr)
-    assert m and 0 < int(m.group(1)) < 60, r.stderr
+    assert m and 0 < int(m.group(2)) < 60, r.stderr
     assert_one_line_error(r.stderr, "File too large")
-    log = Path(m.group(2))
+    log = Path(m.group(3))
     assert log.parent == tmp_path / "cache" / "dask_bid" / "logs"
     assert "Traceback (most recent call last)" in log.read_text()
     assert main([*argv, str(out)]) == 2
     assert_one_line_error(capsys.readouterr().err, f"holds a fit that failed (OSError: "
-                          f"[Errno 27] File too large) after saving iteration {m.group(1)}: "
+                          f"[Errno 27] File too large) after saving iteration {m.group(2)}: "
                           "add --resume to continue it")
     assert main([*argv, str(out), "--resume"]) == 0, capsys.readouterr().err
     assert_same_chain(read_result(str(tmp_path / "ref.zarr")), read_result(str(out)))

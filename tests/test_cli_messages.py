@@ -849,6 +849,27 @@ def test_where_the_conversion_goes_an_empty_folder_is_used_a_link_or_folder_refu
     assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
+def test_an_infinity_in_a_zarr_input_is_not_sent_to_missing_mask(tmp_path, capsys):
+    """"NaN or infinity" of an infinity advised --missing mask, which then refused it
+    ("treats only NaN as missing"): the entry is looked at, and an infinity is said so."""
+    A, _ = _planted()
+    A[5, 3] = np.inf
+    zarr.create_array(str(tmp_path / "inf.zarr"), data=A)
+    assert main(["fit", str(tmp_path / "inf.zarr"), "--k", "2", "--out",
+                 str(tmp_path / "r.zarr"), *FAST, "--missing", "zero"]) == 2
+    err = capsys.readouterr().err
+    assert_one_line_error(err, "contains infinity (at row 5, column 3", "replace the "
+                          "infinities", "--missing mask treats only NaN as missing",
+                          progress_allowed=True)
+    assert "Pass --missing mask" not in err
+    # a link as convert's --out (to the input itself): named as a link, not "INPUT itself"
+    np.save(tmp_path / "a.npy", A)
+    os.symlink(tmp_path / "a.npy", tmp_path / "lk.zarr")
+    assert main(["convert", str(tmp_path / "a.npy"), "--out", str(tmp_path / "lk.zarr")]) == 2
+    assert_one_line_error(capsys.readouterr().err, "is a symbolic link, which dask-bid never "
+                          "writes through")
+
+
 def test_wrong_kinds_of_paths_are_named_with_the_fix(tmp_path, capsys):
     """Each said what it was and what to do (before: 'got 0-D shape ()' for rid of a
     sparse store, the .npy's bytes quoted back for --format triplets, '[Errno 17]' with a

@@ -638,7 +638,18 @@ def test_an_output_inside_a_store_is_refused(tmp_path, capsys):
     (tmp_path / "pl").mkdir()
     assert main(["plot", str(res_dir), "--out", f"{tmp_path / 'pl'}/"]) == 2
     assert "ends with '/': --out is the figures' file stem" in capsys.readouterr().err
+    # the files as written are checked: R.zarr/. named R.zarr/..trace.png, pl/.png hidden
+    # pl/.trace.png files
+    for stem in (f"{res_dir}/.", f"{res_dir}/C/..", f"{tmp_path / 'pl'}/.png"):
+        assert main(["plot", str(res_dir), "--out", stem]) == 2
+        assert "names hidden files" in capsys.readouterr().err
     (tmp_path / "pl").rmdir()
+    # rid's .npz among a result's files (its --overwrite then refused it)
+    np.save(tmp_path / "a.npy", A)
+    assert main(["rid", str(tmp_path / "a.npy"), "--k", "2", "--out",
+                 str(res_dir / "a.npz")]) == 2
+    assert f"lies inside the dask_bid result {str(res_dir)!r}" in capsys.readouterr().err
+    (tmp_path / "a.npy").unlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert sorted(p.name for p in res_dir.iterdir()) == [
         "C", "W", "W_sd", "checkpoint", "columns", "draws", "inclusion_probability",

@@ -422,8 +422,8 @@ def check_written(array, path=None):
         raise IncompleteStoreError(
             f"the Zarr array at {where!r} was not completely written (its conversion or "
             "to_zarr was interrupted or failed); its unwritten chunks would read as zeros. "
-            "Write it again (dask-bid fit converts it again with --overwrite; "
-            "dask_bid.engine.to_zarr(A, path, overwrite=True)).")
+            "Write it again (a conversion: `dask-bid convert FILE --out STORE --overwrite`; "
+            "from Python: dask_bid.engine.to_zarr(A, path, overwrite=True)).")
 
 
 def missing_chunks(array) -> list[str] | None:

@@ -146,6 +146,9 @@ def _convert_dense(args, src, dst):
                        f"({', '.join(TEXT_SUFFIXES)}); {src!r} is not one.")
     if not os.path.isfile(src):
         raise CLIError(f"no such file: {src!r}")
+    if os.path.islink(dst.rstrip("/")):
+        raise CLIError(f"--out {dst!r} is a symbolic link, which dask-bid never writes "
+                       "through: name a new store, or remove the link yourself.")
     if os.path.exists(dst) and os.path.samefile(src, dst):
         raise CLIError(f"--out {dst!r} is INPUT itself; name a new store, e.g. --out "
                        f"{src}.zarr.")

@@ -354,11 +354,32 @@ def _missing_of_a_converted_store(args, params, src):
                        "the file again with --fill-missing zero for the paper's zero fill.")
 
 
+def _is_infinite_at(src, message) -> bool:
+    """Whether the entry a refusal names ("at row R, column C") of the Zarr input is
+    infinite (one element read); False when it cannot tell."""
+    import re
+
+    m = re.search(r"at row (\d+), column (\d+)", message)
+    if m is None:
+        return False
+    try:
+        import zarr
+
+        v = zarr.open_array(src, mode="r")[int(m.group(1)), int(m.group(2))]
+        return bool(np.isinf(v))
+    except Exception:
+        return False
+
+
 def _nan_message(exc, src, masked=False) -> str:
     """The engine's NaN refusal, in command-line terms (it speaks of missing='mask')."""
     if masked:  # only infinity is refused then: the engine's words fit as they are
         return cli_words(str(exc))
     where = str(exc).split(". ")[0].rstrip(".")
+    if _is_infinite_at(src, str(exc)):
+        # "NaN or infinity" of an infinity sent it to --missing mask, then refused there
+        return (f"{where.replace('NaN or infinity', 'infinity', 1)}: replace the infinities "
+                f"of {src!r} (--missing mask treats only NaN as missing) and run again.")
     return (f"{where}. Pass --missing mask to fit the observed entries only (NaN marks a "
             f"missing entry), or fill the NaN of {src!r} (0 is the paper's fill; a .npy or "
             "text input is filled on conversion with --fill-missing zero) and run again.")

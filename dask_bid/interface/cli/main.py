@@ -113,9 +113,9 @@ def _disk_hint(exc, args) -> str:
 
     if getattr(exc, "errno", None) not in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
         return ""
-    where = getattr(exc, "filename", None) or getattr(args, "out", None)
-    return (f" (writing {where}" if where else " (writing") + \
-        ": free space, or raise the file-size limit)"
+    where = getattr(exc, "filename", None)  # (a conversion beside OUT fails so too)
+    return (f" (writing {where}: a full disk or a file-size limit" if where else
+            " (a full disk or a file-size limit") + ": free space, or raise the limit)"
 
 
 def _failure_hint(args, argv) -> str:

@@ -113,8 +113,17 @@ def run(args):
         target = (args.out or plot_stem(args.results[0])) + ".error-k.png" \
             if not (args.out or "").endswith(".png") else args.out
     # every file this command would write, checked before anything is read or drawn
-    check_png_replaceable([p for s in stems for p in plot_paths(single, s)]
-                          + ([target] if target else []))
+    files = [p for s in stems for p in plot_paths(single, s)] + ([target] if target else [])
+    if args.out:
+        from ...engine.zarr_io import refuse_inside_store
+
+        for f in files:  # as written (--out R.zarr/. names R.zarr/..trace.png)
+            if os.path.basename(f).startswith("."):
+                raise CLIError(f"--out {args.out!r} names hidden files ({os.path.basename(f)}"
+                               "): --out is the figures' file stem, e.g. --out fit writes "
+                               "fit.trace.png.")
+            refuse_inside_store(os.path.abspath(f), f"--out {args.out!r}: the figure")
+    check_png_replaceable(files)
     results = [read_result(p) for p in args.results]
     written, skipped = [], []
     for stem, res in zip(stems, results, strict=True) if single else ():

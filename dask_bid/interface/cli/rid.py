@@ -168,7 +168,10 @@ def _npz_out(out):
 def _check_writable(out):
     """Refuse, before INPUT is read, an --out that cannot be written: a file is made and
     removed in its folder (the folder's permissions alone miss /proc, a read-only mount
-    seen by root, a full disk's inodes)."""
+    seen by root, a full disk's inodes); or that lies among a store's own files."""
+    from ...engine.zarr_io import refuse_inside_store
+
+    refuse_inside_store(out, "--out")  # a later --overwrite of that result refused it
     folder = os.path.dirname(os.path.abspath(out))
     probe_in = folder
     while not os.path.isdir(probe_in):  # the folders rid would make: their first parent
