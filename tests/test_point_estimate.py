@@ -205,3 +205,27 @@ def test_a_masked_fit_reports_its_best_basis_on_the_observed_entries(where):
     assert len(others) > 1
     for J in others:
         assert box_sse_observed(A, mask, J) >= sse * (1 - 1e-9), J
+
+
+def test_the_draws_with_the_reported_basis_are_counted_from_the_draws():
+    """The blocks keep W sums for at most ``max_tracked_sets`` bases and drop the least
+    visited when another arrives: the count of retained draws with the reported basis was
+    read from those sums, so a basis dropped and taken up again counted only its later
+    draws (seed 9: 0 of its 3, said "no retained draw has it"), and with
+    ``refine_sweeps=0, w_estimate="mean"`` W was the mean of a subset of them. The count
+    now comes from the draws; W's mean, from the sums when they cover every such draw (it
+    then equals the mean of the traced draws), else from sweeps with the basis fixed."""
+    from dask_bid.interface.cli.report import unvisited_basis_line
+
+    for seed in (9, 12, 11):  # the sums dropped (9, 12: before, 0 of 3 and 0 of 4); kept
+        A = np.random.default_rng(seed).standard_normal((6, 14))
+        r = BayesianID(2, n_iter=300, burn_in=20, random_state=seed, refine_sweeps=0,
+                       w_estimate="mean", n_trace_columns=14).fit(A).result_
+        inb = np.all(np.sort(r.draws_columns, axis=2) == np.sort(r.columns), axis=2)
+        assert r.n_draws_point == int(inb.sum()) > 0, (seed, r.n_draws_point, inb.sum())
+        assert unvisited_basis_line(r.draws_columns, r.n_draws_point) is None
+        if seed == 11:  # the sums cover all 23 draws: W is their mean, as documented
+            vals = r.draws_w["values"][inb]  # (draws, K, traced columns), traced = all
+            off = ~np.isin(r.draws_w["columns"], r.columns)  # W[:, J] = I is set after
+            np.testing.assert_allclose(r.components[:, r.draws_w["columns"][off]],
+                                       vals.mean(axis=0)[:, off], rtol=1e-12, atol=1e-12)

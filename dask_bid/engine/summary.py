@@ -77,8 +77,8 @@ def _point_estimate(p, outputs):
     return max(visits, key=lambda k: (visits[k], -best[k]))
 
 
-#: Sweeps with the reported basis fixed when no retained draw had it and
-#: ``refine_sweeps=0``.
+#: Sweeps with the reported basis fixed when ``refine_sweeps=0`` and the blocks' sums of
+#: W do not cover every retained draw that had it (none had it; or its sums were dropped).
 FALLBACK_REFINE_SWEEPS = 20
 
 #: The public ``sampler`` option -> the chain's move and how it compares bases.
@@ -388,10 +388,16 @@ def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=Non
             s += n * mean
             s2 += (n - 1) * sd**2 + n * mean**2
             n_tot += n
+    # the retained draws with the reported basis, counted from the draws themselves: the
+    # blocks keep W sums for at most max_tracked_sets bases, dropping the least visited
+    # when another arrives, so their count covers only the draws since the basis was last
+    # taken up again (the default "best" basis, often rarely visited, read 0 of 1)
+    n_point = int(np.all(np.sort(dJ, axis=2) == np.sort(cols), axis=2).sum())
     n_refine = int(p.get("refine_sweeps", 0))
-    if n_tot == 0 and not n_refine:
-        # the reported basis has no retained draw (visited in burn-in only): its
-        # posterior of W comes from sweeps with it fixed
+    if n_tot != n_point and not n_refine:
+        # no retained draw has the reported basis (visited in burn-in only), or the blocks
+        # dropped its sums for some of them: the mean and sd of W over a subset of its
+        # draws are not the documented ones; they come from sweeps with the basis fixed
         n_refine = FALLBACK_REFINE_SWEEPS
     cfg = chain_config(p, N)
     sigma2_hat = float(np.mean([np.mean(o.state.draws_sigma2) for o in outputs]))
@@ -442,7 +448,7 @@ def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=Non
     res = BIDResult(
         columns=cols, components=W, components_sd=sd, sigma2=float(ds2.mean()),
         inclusion_probability=incl, trace=trace, draws_columns=dJ, draws_sigma2=ds2,
-        draws_sse=dsse, n_draws_point=int(n_tot), mse=sse_all / n_entries,
+        draws_sse=dsse, n_draws_point=n_point, mse=sse_all / n_entries,
         mse_observed=None if sse_obs is None or mask is None else sse_obs / int(mask.sum()),
         max_abs_w=float(np.abs(W).max()),
         n_passes=sum(o.state.n_passes for o in outputs),

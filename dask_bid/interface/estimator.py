@@ -227,8 +227,10 @@ class BayesianID:
         ``to_inference_data()``. Does not change the chain.
     refine_sweeps : int, default=20
         After the chain, Gibbs sweeps of W with the reported basis fixed (started from its
-        clipped least-squares fit); W and its sd are then the posterior mean and sd of
-        those sweeps. 0 (the paper) summarises the chain's own retained draws instead.
+        clipped least-squares fit); the sd of W (and W with ``w_estimate="mean"``) is then
+        that of those sweeps. 0 (the paper) summarises the chain's own retained draws with
+        the basis instead, where the blocks kept the sums of all of them (else, or when
+        none had it, 20 such sweeps are made all the same).
     w_estimate : {"mean", "map", "lstsq"}, default="lstsq"
         The reported W for the reported basis: the posterior mean, the posterior mode
         given the basis and sigma^2 (iterated conditional modes, converged; sigma^2 the
