@@ -364,7 +364,7 @@ def test_an_output_url_with_an_empty_segment_never_deletes_the_input(s3, s3_inpu
     assert s3.keys(bucket) == before
 
 
-def test_a_missing_bucket_is_named(s3, s3_input):
+def test_a_missing_bucket_is_named(s3, s3_input, monkeypatch, capsys):
     bucket, url = s3_input
     so = s3.options()
     with pytest.raises(StoreNotFoundError, match=r"bucket 'no-such-bucket' .* does not exist"):
@@ -381,6 +381,22 @@ def test_a_missing_bucket_is_named(s3, s3_input):
     # a bucket that exists but holds no store there
     with pytest.raises(StoreNotFoundError, match="no Zarr store at"):
         bayesian_id(f"s3://{bucket}/nothing.zarr", K, storage_options=so, **KW)
+    # nor a result: StoreNotFoundError as for a local path (it was CorruptStoreError, and
+    # info quoted zarr's GroupNotFoundError and StorePath)
+    with pytest.raises(StoreNotFoundError, match="no dask_bid result at .*nothing is stored"):
+        read_result(f"s3://{bucket}/nothing.zarr", storage_options=so)
+    from dask_bid.interface.cli import main
+
+    for k, v in (("AWS_ACCESS_KEY_ID", ADMIN[0]), ("AWS_SECRET_ACCESS_KEY", ADMIN[1]),
+                 ("AWS_ENDPOINT_URL", s3.endpoint), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(k, v)
+    _forget_s3fs()
+    try:
+        assert main(["info", f"s3://{bucket}/nothing.zarr"]) == 2
+    finally:
+        _forget_s3fs()
+    err = capsys.readouterr().err
+    assert err == f"dask-bid: error: no such file or store: 's3://{bucket}/nothing.zarr'\n", err
 
 
 def test_bad_credentials_are_refused_in_one_line(s3_input, iam, tmp_path):
@@ -603,6 +619,39 @@ def test_a_chunk_this_process_may_not_read_is_not_called_damaged(s3, s3_input):
         assert "damaged" not in str(info.value)
     finally:
         s3.client().delete_bucket_policy(Bucket=bucket)
+
+
+def test_a_write_refused_during_the_fit_names_the_output(s3, s3_input, monkeypatch, capsys):
+    """A bucket policy that lets the output's start be written but not its checkpoints:
+    the command line said "permission denied on a file: check its permissions (and its
+    folder's)", naming no URL. It names the output and what to check; the fit resumes
+    once the policy is lifted."""
+    from dask_bid.interface.cli import main
+
+    bucket, url = s3_input
+    out = f"s3://{bucket}/mid.zarr"
+    deny = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Deny", "Principal": "*", "Action": ["s3:PutObject"],
+        "Resource": f"arn:aws:s3:::{bucket}/mid.zarr/checkpoint/*"}]}
+    s3.client().put_bucket_policy(Bucket=bucket, Policy=json.dumps(deny))
+    for k, v in (("AWS_ACCESS_KEY_ID", ADMIN[0]), ("AWS_SECRET_ACCESS_KEY", ADMIN[1]),
+                 ("AWS_ENDPOINT_URL", s3.endpoint), ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(k, v)
+    _forget_s3fs()
+    argv = ["fit", url, "--k", str(K), "--out", out, "--n-iter", "8", "--burn-in", "2",
+            "--seed", "3", "--scheduler", "synchronous", "--checkpoint-every", "3", "-q"]
+    try:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"dask-bid: error: access denied while writing {out} (") and \
+            "check the bucket's policy and the credentials" in err and err.count("\n") == 1, err
+    finally:
+        s3.client().delete_bucket_policy(Bucket=bucket)
+        _forget_s3fs()
+    try:
+        assert main([*argv, "--resume"]) == 0, capsys.readouterr().err
+    finally:
+        _forget_s3fs()
 
 
 def test_an_unknown_protocol_is_named(tmp_path):

@@ -981,6 +981,9 @@ def read_result(path, *, storage_options=None):
         from .remote import check_bucket
 
         check_bucket(path, storage_options, what="the result")
+        if not _exists(path, storage_options):  # as for a local path (it was "corrupt")
+            raise StoreNotFoundError(f"no dask_bid result at {path!r}: nothing is stored "
+                                     "there.")
     try:
         g = zarr.open_group(path, mode="r", storage_options=storage_options)
         meta = g.attrs["dask_bid"]

@@ -156,6 +156,10 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         from ...engine.remote import check_bucket
 
         check_bucket(spath, what="the store")
+        from ...engine.zarr_io import _exists
+
+        if not _exists(spath):  # said as for a local path (it quoted zarr's internals)
+            raise StoreNotFoundError(f"no such file or store: {spath!r}")
     try:
         node = zarr.open(spath, mode="r")
     except Exception as exc:

@@ -199,9 +199,16 @@ def main(argv=None) -> int:
     except PermissionError as exc:
         if debug:
             raise
-        where = exc.filename or "a file"
-        print(f"{PROG}: error: permission denied on {where}: check its permissions (and "
-              "its folder's), or choose another path.", file=sys.stderr)
+        where = exc.filename
+        out = getattr(args, "out", None)
+        if where is None and isinstance(out, str) and "://" in out:
+            # object storage refused a write mid-fit (a bucket policy): named, not "a file"
+            print(f"{PROG}: error: access denied while writing {out} ({one_line(exc)}): "
+                  "check the bucket's policy and the credentials, then run the same "
+                  "command with --resume.", file=sys.stderr)
+            return 2
+        print(f"{PROG}: error: permission denied on {where or 'a file'}: check its "
+              "permissions (and its folder's), or choose another path.", file=sys.stderr)
         return 2
     except ImportError as exc:
         # an optional extra: our messages say which one to install
