@@ -413,6 +413,9 @@ def test_bad_credentials_are_refused_in_one_line(s3_input, iam, tmp_path):
         bayesian_id(local, K, out=f"s3://{bucket}/fit.zarr", storage_options=bad, **KW)
     with pytest.raises(StoreAccessError, match="denied"):
         to_zarr(_matrix(), f"s3://{bucket}/B.zarr", storage_options=bad)
+    # a result read back is "the result" (it was called "the input")
+    with pytest.raises(StoreAccessError, match=r"access to the result .*fit\.zarr' was denied"):
+        read_result(f"s3://{bucket}/fit.zarr", storage_options=bad)
     iam.enforce_iam(False)
     assert all(k.startswith("A.zarr/") for k in iam.keys(bucket))  # nothing written
 

@@ -40,7 +40,7 @@ def _one_line(exc) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def access_error(path, exc, *, output=False, write=False):
+def access_error(path, exc, *, output=False, write=False, what=None):
     """The dask_bid error for ``exc`` raised by a read (or ``write``) of URL ``path``.
 
     A ``PermissionError`` (refused credentials or permission) becomes
@@ -49,7 +49,7 @@ def access_error(path, exc, *, output=False, write=False):
     if not is_url(path):
         return None
     _, bucket = bucket_of(path)
-    what = "the output" if output else "the input"
+    what = what or ("the output" if output else "the input")
     if isinstance(exc, StoreAccessError):  # says what was refused: a delete (_remove)
         return StoreAccessError(f"cannot write {what} {str(path)!r}: {_one_line(exc)}") \
             if write else exc
@@ -96,7 +96,7 @@ def check_bucket(path, storage_options=None, *, output=False, what=None):
             f"the bucket {bucket!r} of {what} {str(path)!r} does not exist. Create it, or "
             f"check the URL and the endpoint ({proto}://bucket/key).") from exc
     except PermissionError as exc:
-        raise access_error(path, exc, output=output) from exc
+        raise access_error(path, exc, output=output, what=what) from exc
     except Exception as exc:
         if unreachable_endpoint(exc):
             raise StoreAccessError(
