@@ -818,6 +818,10 @@ def test_info_says_which_file_a_result_was_fitted_on(data, tmp_path, capsys):
     out = capsys.readouterr().out
     assert (f"note       {runs / 'M.npy.zarr'} now holds another conversion (of "
             f"{tmp_path / 'two' / 'M.npy'}): this result was fitted on the earlier one") in out
+    # moved since: the recorded path names nothing now, and says so
+    runs.rename(tmp_path / "moved")
+    assert main(["info", str(tmp_path / "moved" / "a.zarr")]) == 0
+    assert "; not there any more (moved or deleted since the fit)" in capsys.readouterr().out
 
 
 def test_error_k_of_masked_fits_is_the_mse_over_observed_entries(data, tmp_path):

@@ -263,6 +263,8 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
 
         info["input_filled"] = converted_fill_count(str(src["path"]))
         info["input_reconverted"] = _reconverted(str(src["path"]), src.get("converted_from"))
+        # a project moved or the store deleted since: the recorded path names nothing now
+        info["input_gone"] = not os.path.exists(str(src["path"]))
     from ...engine.zarr_io import valid_column_names
 
     if "columns" in node:
@@ -449,7 +451,9 @@ def info_lines(info) -> list[str]:
         lines.append(f"  input      {shape[0]} x {shape[1]}"
                      + (f" from {src.get('path')}" if src.get("path") else "")
                      + (f" (converted from {conv['path']})"
-                        if isinstance(conv, dict) and conv.get("path") else ""))
+                        if isinstance(conv, dict) and conv.get("path") else "")
+                     + ("; not there any more (moved or deleted since the fit)"
+                        if info.get("input_gone") else ""))
         if info.get("input_reconverted"):
             lines.append(f"  note       {src.get('path')} now holds another conversion "
                          f"({info['input_reconverted']}): this result was fitted on the "
