@@ -456,18 +456,48 @@ def missing_chunks(array) -> list[str] | None:
         return None
 
 
+#: Tasks of a dask graph looked into for inlined Zarr arrays (~0.4 s for 20,000 here;
+#: beyond, only the ``original-`` layers are)
+_SCAN_TASKS = 20_000
+
+
 def _zarr_sources(x) -> list:
     """The Zarr arrays a dask array reads (``da.from_zarr``, ``da.from_array`` of a Zarr
-    array): dask keeps each in a layer named ``original-...``. Only those layers are
-    looked at (no other layer of the graph is materialised)."""
+    array). dask keeps each in a layer named ``original-...``; with ``inline_array=True``,
+    or after ``dask.optimize``, it sits in the tasks themselves, which are then looked
+    into (graphs of up to :data:`_SCAN_TASKS` tasks)."""
     try:
         import zarr
 
-        layers = x.__dask_graph__().layers
-        return [v for name, layer in layers.items() if name.startswith("original-")
-                for v in layer.values() if isinstance(v, zarr.Array)]
+        graph = x.__dask_graph__()
+        found = {id(v): v for name, layer in graph.layers.items()
+                 if name.startswith("original-") for v in layer.values()
+                 if isinstance(v, zarr.Array)}
+        if not found and len(graph) <= _SCAN_TASKS:
+            for task in graph.values():
+                for v in _zarr_in(task, zarr.Array):
+                    found[id(v)] = v
+        return list(found.values())
     except Exception:
         return []
+
+
+def _zarr_in(node, cls, depth=0):
+    """The ``cls`` instances inside a task (its arguments, nested a few levels)."""
+    if isinstance(node, cls):
+        yield node
+        return
+    if depth > 6:
+        return
+    args = getattr(node, "args", None)  # a dask Task
+    if isinstance(args, (tuple, list)):
+        for a in (*args, *getattr(node, "kwargs", {}).values()):
+            yield from _zarr_in(a, cls, depth + 1)
+    elif hasattr(node, "value") and type(node).__name__ == "DataNode":
+        yield from _zarr_in(node.value, cls, depth + 1)
+    elif isinstance(node, (tuple, list)):
+        for a in node:
+            yield from _zarr_in(a, cls, depth + 1)
 
 
 def check_chunks(src, *, allow_missing=False, behind=False):
