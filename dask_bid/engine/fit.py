@@ -532,7 +532,8 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
         Accept a Zarr input with chunk files missing (read as the fill value). By default
         such an input is refused (:class:`~dask_bid.IncompleteStoreError`), since a lost
         chunk file would silently become zeros; so is a dask array reading such a Zarr
-        array (``da.from_zarr``).
+        array (``da.from_zarr``; one inlined in the tasks, ``inline_array=True`` or after
+        ``dask.optimize``, is found in graphs of up to 20,000 tasks).
     mask : array-like of bool, zarr.Array or path / URL, optional
         With ``missing="mask"``: True marks an observed entry, False a missing one (as
         NaN in A does; an entry that is NaN is missing either way). Same shape as A; a
