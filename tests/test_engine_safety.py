@@ -378,7 +378,9 @@ def test_missing_chunk_is_refused_unless_allowed(store, tmp_path):
     before = tree_digest(store)
     out = str(tmp_path / "r.zarr")
     with pytest.raises(IncompleteStoreError, match=r"1 of 3 chunks missing \(c/1/0\).*fill "
-                                                   r"value 0\.0.*allow_missing_chunks"):
+                                                   r"value 0\.0.*allow_missing_chunks=True .*a "
+                                                   r"keyword of BayesianID\.fit and "
+                                                   r"bayesian_id, a parameter of RandomizedID"):
         bayesian_id(store, K, out=out, **KW, **SYNC)
     assert not os.path.exists(out), "the output was created before the input was checked"
     res = bayesian_id(store, K, allow_missing_chunks=True, **KW, **SYNC)
@@ -1211,6 +1213,7 @@ def test_cli_missing_chunks_refused_then_allowed(store, tmp_path, capsys):
                 "--quiet") == 2
     err = capsys.readouterr().err
     assert "chunks missing (c/1/0)" in err and "--allow-missing-chunks" in err
+    assert "BayesianID.fit" not in err and "write_empty_chunks=True)" in err  # CLI words
     assert not out.exists()
     assert _cli("fit", store, "--k", 3, "--out", out, "--n-iter", 20, "--burn-in", 5,
                 "--quiet", "--allow-missing-chunks") == 0

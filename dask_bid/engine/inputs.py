@@ -535,7 +535,8 @@ def check_chunks(src, *, allow_missing=False, behind=False):
             f"has {len(missing)} of {total} chunks missing "
             f"({shown}); Zarr would read them as the fill value {fill!r}. Restore the "
             "chunk files, or pass allow_missing_chunks=True if they are meant to be all fill "
-            "value (Zarr omits such chunks unless written with write_empty_chunks=True).")
+            "value (Zarr omits such chunks unless written with write_empty_chunks=True; "
+            "a keyword of BayesianID.fit and bayesian_id, a parameter of RandomizedID).")
 
 
 def as_matrix_source(A, *, storage_options=None) -> MatrixSource:

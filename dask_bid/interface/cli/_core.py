@@ -141,6 +141,9 @@ def _flag_words(text: str) -> str:
     text = text.replace(" when 'auto')", " when not given)")
     text = text.replace("(a DataFrame, feature_names=, a text file's header; command line: "
                         "--column-names)", "(--column-names FILE, or a text file's header)")
+    # where the Python keyword goes: the command line has the flag itself
+    text = text.replace("; a keyword of BayesianID.fit and bayesian_id, a parameter of "
+                        "RandomizedID)", ")")
     # the command line has no storage_options: credentials come from the environment
     text = text.replace("pass them in storage_options ({'key': ..., 'secret': ..., "
                         "'client_kwargs': {'endpoint_url': ...}} for s3://) or set ", "set ")
