@@ -370,34 +370,20 @@ def _is_local(store) -> bool:
 
 def _save_state_batched(group, name, w, tree, attrs) -> int:
     """:func:`save_state` on object storage: the same Zarr group, made in memory and then
-    written as a batch of concurrent puts. Made node by node there, each array cost about
-    a dozen requests (existence checks of its parents, of v2 keys, a listing) and a
-    checkpoint some 200 for its dozen objects (several seconds a checkpoint on S3). The
-    group's ``zarr.json``, which holds the attributes marking the state complete, is
+    written as a batch of concurrent puts (:func:`~dask_bid.engine.zarr_io.write_batched`;
+    made node by node there, a checkpoint cost some 200 requests for its dozen objects).
+    The group's ``zarr.json``, which holds the attributes marking the state complete, is
     written after everything else, as on a local store."""
-    import asyncio
-
     import zarr
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.sync import sync
     from zarr.storage import MemoryStore
 
-    mem = MemoryStore()
-    _write_state(zarr.open_group(mem, mode="w", zarr_format=3), w, tree, attrs)
+    from .zarr_io import write_batched
+
+    mem = zarr.open_group(MemoryStore(), mode="w", zarr_format=3)
+    _write_state(mem, w, tree, attrs)
     if name in group:
         del group[name]  # replaced whole (an older format's, another run's): nothing stale
-    prefix = f"{group.path}/{name}" if group.path else name
-    store, proto = group.store, default_buffer_prototype()
-
-    async def copy():
-        keys = [k async for k in mem.list()]
-        values = await asyncio.gather(*(mem.get(k, prototype=proto) for k in keys))
-        items = dict(zip(keys, values, strict=True))
-        last = items.pop("zarr.json")
-        await asyncio.gather(*(store.set(f"{prefix}/{k}", v) for k, v in items.items()))
-        await store.set(f"{prefix}/zarr.json", last)
-
-    sync(copy())
+    write_batched(mem, group.store, f"{group.path}/{name}" if group.path else name)
     return sum(w.sizes.values())
 
 

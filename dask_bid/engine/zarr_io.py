@@ -642,8 +642,7 @@ def check_output(out, *, inputs=(), overwrite=False, resume=False, storage_optio
         if holder is not None and not holder.get("mine"):
             raise locked_error(out, holder)
     if not (overwrite or resume):
-        if (_result_meta(out, storage_options) is None
-                and not (not is_url(out) and os.path.isdir(out) and not os.listdir(out))):
+        if _result_meta(out, storage_options) is None and not empty_local_dir(out):
             # said first: the advice to pass --overwrite was then refused for it
             raise OutputExistsError(
                 f"the output {out!r} already exists and is not a dask_bid result (no Zarr "
@@ -872,7 +871,7 @@ def write_result(group, res, *, w_chunk_cols=None, extra_attrs=None):
     """Write every array of a :class:`~dask_bid.BIDResult` (all but C) and the attributes.
 
     On object storage the arrays are made in memory and written as a batch of concurrent
-    puts (:func:`_copy_batched`): made node by node there, each cost about a dozen
+    puts (:func:`write_batched`): made node by node there, each cost about a dozen
     requests (existence checks of its parents and of v2 keys, a listing)."""
     from zarr.storage import LocalStore
 
@@ -884,7 +883,8 @@ def write_result(group, res, *, w_chunk_cols=None, extra_attrs=None):
 
         mem = zarr.open_group(MemoryStore(), mode="w", zarr_format=3)
         _write_result_arrays(mem, res, w_chunk_cols)
-        _copy_batched(mem, group)
+        write_batched(mem, group.store, group.path, root=False)
+        # C sorts first among the group's own arrays, as _result_arrays lists them
         written = (["C"] if "C" in group else []) + _result_arrays(mem)
     summary = {
         "sigma2": res.sigma2, "n_draws_point": res.n_draws_point, "mse": res.mse,
@@ -899,38 +899,41 @@ def write_result(group, res, *, w_chunk_cols=None, extra_attrs=None):
                  "summary": jsonable(summary), ALL_CHUNKS: True,
                  # which arrays the result has (C, written before, among them): a whole
                  # array deleted left no chunk file to miss, and read as "complete"
-                 RESULT_ARRAYS: sorted(written, key=_result_order)})
+                 RESULT_ARRAYS: written})
     meta.update(jsonable(extra_attrs or {}))
     group.attrs["dask_bid"] = meta
 
 
-def _result_order(name):
-    # the order _result_arrays lists them in: the group's own arrays, traces/, draws/
-    sub = name.rpartition("/")[0]
-    return ("", "traces", "draws").index(sub) if sub in ("traces", "draws") else 0, name
-
-
-def _copy_batched(src, dst):
-    """Copy every key of the Zarr group ``src`` (in memory) into the group ``dst`` on its
-    store, concurrently; ``src``'s own ``zarr.json`` is not copied (``dst`` keeps its
-    metadata and attributes). Subgroups' metadata come last, after their arrays."""
+def write_batched(mem, store, prefix, *, root=True):
+    """Copy the Zarr group ``mem`` (made in a ``MemoryStore``) to ``prefix`` of ``store``
+    as concurrent puts: the arrays and chunks first, then the groups' metadata, the group
+    itself last (its attributes mark what it holds complete); ``root=False`` leaves its
+    ``zarr.json`` out (the target group keeps its own metadata and attributes). On object
+    storage each Zarr node made in place cost about a dozen requests (existence checks
+    of its parents and of v2 keys, a listing): this is one put per object."""
     import asyncio
 
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
-    prefix = f"{dst.path}/" if dst.path else ""
-    store, mem, proto = dst.store, src.store, default_buffer_prototype()
+    prefix = f"{prefix}/" if prefix else ""
+    src, proto = mem.store, default_buffer_prototype()
+
+    def is_group(key, value):
+        return key.rpartition("/")[2] == "zarr.json" and \
+            json.loads(value.to_bytes()).get("node_type") == "group"
 
     async def copy():
-        keys = [k async for k in mem.list() if k != "zarr.json"]
-        values = await asyncio.gather(*(mem.get(k, prototype=proto) for k in keys))
+        keys = [k async for k in src.list()]
+        values = await asyncio.gather(*(src.get(k, prototype=proto) for k in keys))
         items = dict(zip(keys, values, strict=True))
-        groups = {k: items.pop(k) for k in list(items)
-                  if k.endswith("zarr.json") and k.count("/") == 1 and "/c/" not in k
-                  and k.split("/")[0] in ("traces", "draws")}
-        await asyncio.gather(*(store.set(prefix + k, v) for k, v in items.items()))
+        top = items.pop("zarr.json")
+        groups = {k: v for k, v in items.items() if is_group(k, v)}
+        await asyncio.gather(*(store.set(prefix + k, v) for k, v in items.items()
+                               if k not in groups))
         await asyncio.gather(*(store.set(prefix + k, v) for k, v in groups.items()))
+        if root:
+            await store.set(prefix + "zarr.json", top)
 
     sync(copy())
 

@@ -15,7 +15,13 @@ import warnings
 
 import numpy as np
 
-from ..._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX, MISSING_ATTR, ROW_NAMES_ATTR
+from ..._attrs import (
+    COLUMN_NAMES_ATTR,
+    COLUMN_NAMES_MAX,
+    CONVERTED_FROM_ATTR,
+    MISSING_ATTR,
+    ROW_NAMES_ATTR,
+)
 from ..._files import file_stamp, same_file, tree_stamp
 from ._core import CLIError, file_suffix, is_url
 from .reading import (
@@ -56,7 +62,7 @@ SUBNORMAL_ATTR = "dask_bid_n_subnormal"
 def _not_this_conversion(existing, src, dst, stamp) -> str:
     """Why the store at ``dst`` is not the conversion of ``src`` as it is now: another
     file of the same name (from another folder), or an earlier version of this one."""
-    was = existing.attrs.get("dask_bid_converted_from")
+    was = existing.attrs.get(CONVERTED_FROM_ATTR)
     was = was if isinstance(was, dict) else {}
     if was.get("path") and was["path"] != stamp["path"]:
         return (f"{dst!r} holds the conversion of another file of that name, "
@@ -199,10 +205,9 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
         from ..._errors import OutputLocationError
         from ...engine.zarr_io import same_or_nested
 
-        if os.path.islink(dst.rstrip("/")):
-            # a link to the input itself was told "--out ... is the input" of a path that
-            # was no --out, suggesting that very path
-            _open_existing(dst.rstrip("/"))  # refuses a link, saying what that path is
+        # a link to the input itself was told "--out ... is the input" of a path that was
+        # no --out, suggesting that very path
+        _refuse_link(dst.rstrip("/"))
         if same_or_nested(os.path.abspath(dst), os.path.abspath(src)):
             # "remove it or choose another --out" (the folder held the input)
             beside = os.path.join(os.path.dirname(dst.rstrip("/")) or ".",
@@ -360,7 +365,7 @@ def _convert(src, dst, *, quiet, overwrite, chunks, fill_missing, row_labels, he
     if stamp_now is not None:
         more[STORE_STAMP_ATTR] = stamp_now
     # with the completion mark, in one metadata write
-    mark_complete(z, **{MISSING_ATTR: missing, "dask_bid_converted_from": stamp, **more})
+    mark_complete(z, **{MISSING_ATTR: missing, CONVERTED_FROM_ATTR: stamp, **more})
     if not quiet:  # said as "reusing" is (a fit of a .npy said nothing)
         nan = ("" if not n_filled else
                f", {n_filled} NaN kept as missing entries (fitted with --missing mask)"
@@ -403,13 +408,13 @@ def source_changed(src, dst) -> bool:
 
 
 def _same_source(existing, src) -> bool:
-    return same_file(existing.attrs.get("dask_bid_converted_from"), src)
+    return same_file(existing.attrs.get(CONVERTED_FROM_ATTR), src)
 
 
 def converted_from(dst) -> str | None:
     """The absolute path of the file the store ``dst`` was converted from, if it says."""
     existing = _open_existing(dst)
-    was = existing.attrs.get("dask_bid_converted_from") if existing is not None else None
+    was = existing.attrs.get(CONVERTED_FROM_ATTR) if existing is not None else None
     return was.get("path") if isinstance(was, dict) else None
 
 
@@ -529,31 +534,39 @@ def _unfinished(existing) -> bool:
 def _open_existing(path):
     import zarr
 
-    if not is_url(path) and not os.path.lexists(path):
-        return None
-    if (not is_url(path) and not os.path.islink(path) and os.path.isdir(path)
-            and not os.listdir(path)):
-        return None  # an empty folder is written into, as an empty --out is
+    if not is_url(path):
+        if not os.path.lexists(path):
+            return None
+        _refuse_link(path)
+        if os.path.isdir(path) and not os.listdir(path):
+            return None  # an empty folder is written into, as an empty --out is
     try:
-        if not is_url(path) and os.path.islink(path):
-            raise OSError("a symbolic link")  # never written through (below)
         return zarr.open_array(path, mode="r")
     except Exception:
         if is_url(path):
             return None
         from ..._errors import OutputExistsError
 
-        # (a fit converts its input to <folder of --out>/<file name>.zarr)
-        where = ("choose another --out (a fit writes the conversion of its input into the "
-                 "folder of its --out)")
-        if os.path.islink(path):
-            raise OutputExistsError(
-                f"{path!r}, the store the input converts to, is a symbolic link, which "
-                f"dask-bid never writes through: {where}, or remove the link "
-                "yourself.") from None
         raise OutputExistsError(f"{path!r}, the store the input converts to, exists and is "
                                 "not a Zarr array: it is never replaced. Move it away "
-                                f"yourself, or {where}.") from None
+                                f"yourself, or {_ELSEWHERE}.") from None
+
+
+#: the way out of a refused conversion target (a fit converts its input to <folder of
+#: --out>/<file name>.zarr)
+_ELSEWHERE = ("choose another --out (a fit writes the conversion of its input into the "
+              "folder of its --out)")
+
+
+def _refuse_link(path):
+    """Refuse a symbolic link where a conversion would be written (never written
+    through), saying what that path is."""
+    if not is_url(path) and os.path.islink(path):
+        from ..._errors import OutputExistsError
+
+        raise OutputExistsError(
+            f"{path!r}, the store the input converts to, is a symbolic link, which dask-bid "
+            f"never writes through: {_ELSEWHERE}, or remove the link yourself.")
 
 
 def converted_path(input_path, out):

@@ -196,7 +196,7 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         with contextlib.suppress(Exception):  # Zarr v3 sharding: chunks stored per shard
             if node.shards is not None:
                 info["shards"] = [int(x) for x in node.shards]
-        conv = node.attrs.get("dask_bid_converted_from")
+        conv = node.attrs.get(CONVERTED_FROM_ATTR)
         if len(node.shape) == 2:  # names a conversion kept from a text header
             from ...engine.zarr_io import stored_column_names
 
