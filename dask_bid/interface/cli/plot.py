@@ -92,13 +92,15 @@ def run(args):
         from ...engine.zarr_io import refuse_inside_store
 
         # figures among a store's own files: every later read of it warned of them, and
-        # its --overwrite refused them as not dask_bid's
-        refuse_inside_store(args.out, "--out", into=args.out.endswith(("/", os.sep)))
-    if args.out and args.out.endswith(("/", os.sep)):
-        # a stem ending in '/' named the files '<folder>/.trace.png', hidden
-        raise CLIError(f"--out {args.out!r} ends with '/': --out is the figures' file stem, "
-                       f"e.g. --out {args.out.rstrip('/' + os.sep) or '.'}/fit writes "
-                       f"{args.out.rstrip('/' + os.sep) or '.'}/fit.trace.png.")
+        # its --overwrite refused them as not dask_bid's (every figure lies in the
+        # stem's folder: the stem is checked for them all)
+        into = args.out.endswith(("/", os.sep))
+        refuse_inside_store(args.out, "--out", into=into)
+        if into:
+            # a stem ending in '/' named the files '<folder>/.trace.png', hidden
+            folder = args.out.rstrip("/" + os.sep) or "."
+            raise CLIError(f"--out {args.out!r} ends with '/': --out is the figures' file "
+                           f"stem, e.g. --out {folder}/fit writes {folder}/fit.trace.png.")
     seen = {}
     for p in args.results:  # one fit twice drew a point twice (and wrote over its plots)
         lp = local_path(str(p))  # file:// and local:// name the same files
@@ -114,15 +116,10 @@ def run(args):
             if not (args.out or "").endswith(".png") else args.out
     # every file this command would write, checked before anything is read or drawn
     files = [p for s in stems for p in plot_paths(single, s)] + ([target] if target else [])
-    if args.out:
-        from ...engine.zarr_io import refuse_inside_store
-
-        for f in files:  # as written (--out R.zarr/. names R.zarr/..trace.png)
-            if os.path.basename(f).startswith("."):
-                raise CLIError(f"--out {args.out!r} names hidden files ({os.path.basename(f)}"
-                               "): --out is the figures' file stem, e.g. --out fit writes "
-                               "fit.trace.png.")
-            refuse_inside_store(os.path.abspath(f), f"--out {args.out!r}: the figure")
+    hidden = [os.path.basename(f) for f in files if os.path.basename(f).startswith(".")]
+    if args.out and hidden:  # as written (--out R.zarr/. names R.zarr/..trace.png)
+        raise CLIError(f"--out {args.out!r} names hidden files ({hidden[0]}): --out is the "
+                       "figures' file stem, e.g. --out fit writes fit.trace.png.")
     check_png_replaceable(files)
     results = [read_result(p) for p in args.results]
     written, skipped = [], []
