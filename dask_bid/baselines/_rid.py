@@ -16,7 +16,6 @@ have a size independent of the number of rows (see ``_streaming``).
 from __future__ import annotations
 
 import numbers
-import os
 import time
 from functools import partial
 
@@ -24,14 +23,12 @@ import numpy as np
 import scipy.linalg as sla
 
 from .._errors import (
-    InputDTypeError,
-    InputShapeError,
     NonFiniteInputError,
     NotFittedError,
     ParameterError,
 )
 from .._warn import warn
-from ..engine.inputs import MatrixSource, as_matrix_source, check_chunks, open_zarr_array
+from ..engine.inputs import as_matrix_source, check_chunks, checked_mask
 from ..interface._sklearn import (
     check_features,
     estimator_tags,
@@ -108,31 +105,13 @@ class _Matrix:
 
 
 def _as_mask(mask, like: _Matrix, allow_missing_chunks=False):
-    """The mask as a boolean numpy array, or a dask array chunked like ``like.da``."""
-    path = None
-    if isinstance(mask, (str, os.PathLike)):
-        path = os.fspath(mask)
-        mask = open_zarr_array(mask)
-    shape = tuple(int(s) for s in mask.shape) if hasattr(mask, "shape") else np.shape(mask)
-    if shape != like.shape:
-        raise InputShapeError(
-            f"mask has shape {shape} but A has shape {like.shape}; pass a boolean mask of "
-            "the same shape (True = observed entry)."
-        )
-    dtype = np.dtype(mask.dtype) if hasattr(mask, "dtype") else np.asarray(mask).dtype
-    if dtype != np.bool_:
-        # as BayesianID's: a mask of 0.5 or of counts read every entry as observed
-        raise InputDTypeError(
-            f"mask must be boolean (True: observed, False: missing), got dtype {dtype}. "
-            "Pass e.g. mask.astype(bool).")
-    if path is not None or type(mask).__module__.startswith("zarr"):
-        # a lost chunk file of the mask reads as False (unobserved) without a word
-        check_chunks(MatrixSource(kind="zarr", array=mask, path=path or str(mask.store_path),
-                                  shape=shape, dtype=dtype), allow_missing=allow_missing_chunks)
-    is_dask = hasattr(mask, "dask") and hasattr(mask, "chunks") and hasattr(mask, "compute")
+    """The mask as a boolean numpy array, or a dask array chunked like ``like.da``
+    (checked as a masked fit's: its shape, a boolean dtype, a Zarr mask's chunks)."""
+    mask, mpath = checked_mask(mask, like.shape, allow_missing_chunks=allow_missing_chunks,
+                               nan_hint=False)
+    is_dask = not isinstance(mask, np.ndarray) and hasattr(mask, "dask")
     if like.in_memory:
-        values = mask.compute() if is_dask else mask[...] if hasattr(mask, "shape") else mask
-        return np.asarray(values, dtype=bool)
+        return np.asarray(mask.compute() if is_dask else mask[...], dtype=bool)
     import dask.array as da
 
     if not is_dask:

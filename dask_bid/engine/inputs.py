@@ -689,6 +689,50 @@ class MaskedZarrSource(MatrixSource):
                               GuardedZarrArray(self.mask, self.mask_path))
 
 
+def checked_mask(mask, shape, *, storage_options=None, allow_missing_chunks=False,
+                 nan_hint=True):
+    """``mask`` (True: observed) checked against a matrix of ``shape``: a Zarr array (or
+    its path / URL, opened), a dask array or anything else as a numpy array; returns it
+    with the Zarr mask's location (None for the others). ``nan_hint``: the dtype refusal
+    also offers NaN in A instead (the masked fit reads it so; a score does not).
+
+    Raises
+    ------
+    InputShapeError
+        The mask's shape is not ``shape``.
+    InputDTypeError
+        The mask is not boolean (a mask of 0.5 or of counts read every entry as observed).
+    IncompleteStoreError
+        A Zarr mask with chunk files missing (unless ``allow_missing_chunks``: they read
+        as its fill value, False, without a word).
+    """
+    import zarr
+
+    mpath = None
+    if isinstance(mask, (str, os.PathLike)):
+        mpath = os.fspath(mask)
+        mask = open_zarr_array(mpath, storage_options=storage_options)
+    is_zarr = isinstance(mask, zarr.Array)
+    is_dask = not is_zarr and hasattr(mask, "dask") and hasattr(mask, "chunks")
+    if not (is_zarr or is_dask):
+        mask = np.asarray(mask)
+    got = tuple(int(s) for s in mask.shape)
+    if got != tuple(shape):
+        raise InputShapeError(
+            f"mask has shape {got} and A {tuple(shape)}: the mask needs one entry per "
+            "entry of A (True: observed, False: missing).")
+    if np.dtype(mask.dtype) != np.bool_:
+        raise InputDTypeError(
+            f"mask must be boolean (True: observed, False: missing), got dtype {mask.dtype}. "
+            "Pass e.g. mask.astype(bool)"
+            + (", or write NaN into A's missing entries instead." if nan_hint else "."))
+    if is_zarr:
+        mpath = mpath if mpath is not None else zarr_array_location(mask)
+        check_chunks(MatrixSource(kind="zarr", array=mask, path=mpath, shape=got,
+                                  dtype=np.dtype(np.bool_)), allow_missing=allow_missing_chunks)
+    return mask, mpath
+
+
 def with_mask(src, mask, *, storage_options=None, allow_missing_chunks=False):
     """``src`` read with NaN wherever the boolean ``mask`` is False (``missing="mask"``
     with ``mask=``): numpy input at once, dask input lazily, a Zarr input with a Zarr
@@ -706,27 +750,10 @@ def with_mask(src, mask, *, storage_options=None, allow_missing_chunks=False):
     """
     import zarr
 
-    mpath = None
-    if isinstance(mask, (str, os.PathLike)):
-        mpath = os.fspath(mask)
-        mask = open_zarr_array(mpath, storage_options=storage_options)
+    mask, mpath = checked_mask(mask, src.shape, storage_options=storage_options,
+                               allow_missing_chunks=allow_missing_chunks)
     is_zarr = isinstance(mask, zarr.Array)
-    is_dask = not is_zarr and hasattr(mask, "dask") and hasattr(mask, "chunks")
-    if not (is_zarr or is_dask):
-        mask = np.asarray(mask)
-    shape = tuple(int(s) for s in mask.shape)
-    if shape != tuple(src.shape):
-        raise InputShapeError(
-            f"mask has shape {shape} and A {tuple(src.shape)}: the mask needs one entry per "
-            "entry of A (True: observed, False: missing).")
-    if np.dtype(mask.dtype) != np.bool_:
-        raise InputDTypeError(
-            f"mask must be boolean (True: observed, False: missing), got dtype {mask.dtype}. "
-            "Pass e.g. mask.astype(bool), or write NaN into A's missing entries instead.")
-    if is_zarr:
-        mpath = mpath if mpath is not None else zarr_array_location(mask)
-        check_chunks(MatrixSource(kind="zarr", array=mask, path=mpath, shape=shape,
-                                  dtype=np.dtype(np.bool_)), allow_missing=allow_missing_chunks)
+    is_dask = not is_zarr and not isinstance(mask, np.ndarray)
     if src.kind == "zarr" and is_zarr:
         return MaskedZarrSource(kind="zarr", array=src.array, path=src.path, shape=src.shape,
                                 dtype=src.dtype, mask=mask, mask_path=mpath)
