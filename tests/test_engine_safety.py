@@ -1189,6 +1189,24 @@ def test_cli_info_flags_an_unfinished_conversion(tmp_path, capsys):
                      r"fit and rid refuse it unless --allow-missing-chunks", out), out
 
 
+def test_cli_info_names_an_undecodable_chunk(tmp_path, capsys):
+    """A chunk file whose bytes do not decode (a disk error, a truncated copy): info says
+    which chunk, as a fit does, and exits 2 (it was an "internal error" with zstd's
+    traceback in a log file)."""
+    path = str(tmp_path / "a.zarr")
+    z = zarr.create_array(path, shape=(M, N), chunks=(20, 12), dtype="f8", zarr_format=3)
+    z[:] = np.arange(M * N, dtype=float).reshape(M, N)
+    with open(os.path.join(path, "c", "1", "0"), "wb") as f:
+        f.write(b"not a zstd frame")
+    assert _cli("info", path) == 2
+    cap = capsys.readouterr()
+    assert "status     DAMAGED: cannot read the Zarr array at" in cap.out
+    assert "missing    not counted: a chunk cannot be read" in cap.out
+    assert cap.err.startswith("dask-bid: error: cannot read the Zarr array at ")
+    assert cap.err.count("\n") == 1 and "chunk c/1/0" in cap.err
+    assert "restore that chunk from a copy" in cap.err
+
+
 def test_state_format_refuses_types_outside_dask_bid(tmp_path):
     import collections
 

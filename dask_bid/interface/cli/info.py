@@ -9,6 +9,7 @@ import os
 import numpy as np
 
 from ..._attrs import CONVERTED_FROM_ATTR
+from ..._errors import CorruptStoreError
 from ._core import (
     COLLAPSED_ONLY,
     CLIError,
@@ -61,6 +62,8 @@ def _missing_lines(info) -> list[str]:
         why = info.get("nan_not_counted")
         if why == "incomplete":
             return ["  missing    not counted: the array was not completely written"]
+        if why == "undecodable":
+            return ["  missing    not counted: a chunk cannot be read (status above)"]
         if why == "remote":
             return ["  missing    not counted: a store on object storage is not read "
                     "whole for a quick look"]
@@ -163,8 +166,6 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
     try:
         node = zarr.open(spath, mode="r")
     except Exception as exc:
-        from ..._errors import CorruptStoreError
-
         if os.path.isdir(spath) and not any(os.path.exists(os.path.join(spath, m)) for m in (
                 "zarr.json", ".zarray", ".zgroup")):
             from ...engine.inputs import folder_hint
@@ -220,7 +221,13 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
             # a local store only: over a network a read of up to 1 GiB is no quick look
             if (int(node.nbytes) <= INFO_SCAN_BYTES and not info.get("incomplete")
                     and not is_url(spath)):
-                info["n_nan"], info["n_inf"] = _count_non_finite(node)
+                try:
+                    info["n_nan"], info["n_inf"] = _count_non_finite(node, spath)
+                except CorruptStoreError as exc:
+                    # a chunk file whose bytes do not decode: described, then exit 2
+                    # (it was an "internal error" with the codec's traceback in a log)
+                    info["undecodable"] = str(exc)
+                    info["nan_not_counted"] = "undecodable"
             elif recorded is not None:
                 info["n_nan"], info["n_inf"] = recorded, 0
             else:
@@ -316,8 +323,12 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
     return info
 
 
-def _count_non_finite(array):
-    """(NaN, infinite) entries of a 2-D Zarr array, read one row chunk at a time."""
+def _count_non_finite(array, path):
+    """(NaN, infinite) entries of a 2-D Zarr array, read one row chunk at a time (an
+    undecodable chunk raises CorruptStoreError naming it, as in a fit)."""
+    from ...engine.inputs import GuardedZarrArray
+
+    array = GuardedZarrArray(array, path)
     n_nan = n_inf = 0
     rows = int(array.chunks[0])
     for r0 in range(0, int(array.shape[0]), rows):
@@ -349,6 +360,8 @@ def info_lines(info) -> list[str]:
         if info.get("incomplete"):
             lines.append("  status     INCOMPLETE: its writing was interrupted or failed; the "
                          "unwritten chunks read as zeros (write it again)")
+        if info.get("undecodable"):
+            lines.append(f"  status     DAMAGED: {info['undecodable']}")
         if "chunks" in info:
             lines.append(f"  chunks     {' x '.join(map(str, info['chunks']))} "
                          f"({info['n_chunks']} chunks)")
@@ -604,6 +617,8 @@ def _refuse_damaged(info):
         raise CLIError(f"{info['path']!r} is a Zarr array whose writing was interrupted or "
                        "failed (its unwritten chunks read as zeros): convert or write it "
                        "again (dask-bid convert ... --overwrite).")
+    if info.get("undecodable"):
+        raise CLIError(info["undecodable"])
     if info.get("status") == "damaged":
         miss = info["missing_chunks"]
         raise CLIError(f"{info['path']!r} is a damaged dask_bid result ({len(miss)} chunk "
