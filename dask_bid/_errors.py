@@ -127,3 +127,29 @@ class ConvergenceWarning(UserWarning):
 
 class CheckpointFallbackWarning(RuntimeWarning):
     """A checkpoint could not be read back; an older one (or a fresh start) is used."""
+
+
+def sklearn_flavoured(cls):
+    """``cls``, or a subclass of it and of scikit-learn's class of the same name
+    (``NotFittedError``, ``ConvergenceWarning``) when ``sklearn.exceptions`` is loaded.
+
+    dask_bid does not import scikit-learn (over a second at import), so its classes cannot
+    inherit from scikit-learn's. A user who catches ``sklearn.exceptions.NotFittedError``
+    or filters scikit-learn's ``ConvergenceWarning`` (once per fold of a grid search) has
+    imported that module: what is raised or warned then is also an instance of their
+    class, and still of dask_bid's."""
+    import sys
+
+    mod = sys.modules.get("sklearn.exceptions")
+    base = getattr(mod, cls.__name__, None) if mod is not None else None
+    if not isinstance(base, type) or issubclass(cls, base):
+        return cls
+    name = f"_Sklearn{cls.__name__}"
+    both = globals().get(name)
+    if both is None or base not in both.__mro__:
+        # named in this module so that pickle finds it (an error sent between processes)
+        # its own name, as warnings print it; the qualified name is what pickle looks up
+        both = type(cls.__name__, (cls, base), {"__module__": __name__,
+                                                "__qualname__": name, "__doc__": cls.__doc__})
+        globals()[name] = both
+    return both

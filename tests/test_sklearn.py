@@ -229,6 +229,58 @@ def test_inverse_transform_refuses_another_number_of_columns(A):
                 est.inverse_transform(bad)
 
 
+def test_inverse_transform_refuses_what_transform_refuses(A):
+    """C's dtype, sparse C, ragged lists and non-finite entries get transform's refusals
+    (np.asarray(C, float) parsed '1.5', dropped imaginary parts, read None as NaN and
+    gave a NaN reconstruction, and quoted numpy's errors); integers and float32 are
+    read as numbers; a masked model counts NaN as 0 and refuses infinity."""
+    import scipy.sparse as sp
+
+    for est in (BayesianID(3, **TINY).fit(A), RandomizedID(3, random_state=0).fit(A)):
+        C = est.transform(A)[:4]
+        nan = C.copy()
+        nan[0, 0] = np.nan
+        for bad, err, words in [
+                (C.astype(str), InputDTypeError, "dtype <U32 is not supported"),
+                (C + 1j, InputDTypeError, "dtype complex128 is not supported"),
+                (np.array([[None, 1, 2]], dtype=object), InputDTypeError, "dtype object"),
+                (da.from_array(C.astype(str)), InputDTypeError, "is not supported"),
+                (sp.csr_matrix(C), InputDTypeError, "C is a scipy.sparse csr_matrix"),
+                ([[1.0, 2.0, 3.0], [1.0, 2.0]], InputShapeError, "C cannot be read as a"),
+                (nan, NonFiniteInputError, "C contains 1 NaN or infinite entries")]:
+            with pytest.raises(err, match=re.escape(words)):
+                est.inverse_transform(bad)
+        for ok in (C.astype(np.float32), np.round(C).astype(int), C.tolist()):
+            np.testing.assert_allclose(est.inverse_transform(ok),
+                                       np.asarray(ok, dtype=float) @ est.components_,
+                                       rtol=1e-6)
+    est = BayesianID(3, missing="mask", **TINY).fit(A)
+    C = est.transform(A)[:4]
+    C[0, 0] = np.nan
+    assert np.isfinite(est.inverse_transform(C)).all()
+    assert np.isfinite(est.inverse_transform(np.ma.masked_invalid(C))).all()
+    C[0, 0] = np.inf
+    with pytest.raises(NonFiniteInputError, match="C contains 1 infinite entries"):
+        est.inverse_transform(C)
+
+
+def test_score_of_a_finite_matrix_whose_error_overflows_is_minus_inf(A):
+    """Entries near 1e200 square past float64's range: mse_ is inf (with a warning), and
+    score is -inf, as -score(X_train) = mse_ says; it was refused as holding NaN."""
+    H = A * 1e200
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for est in (BayesianID(3, **TINY), BayesianID(3, missing="mask", **TINY),
+                    RandomizedID(3, random_state=0)):
+            est.fit(H)
+            assert est.score(H) == -np.inf == -est.mse_
+            assert est.score(da.from_array(H, chunks=(30, 12))) == -np.inf
+    X = A.copy()
+    X[0, 0] = np.nan  # a dask X that does hold NaN: still refused
+    with pytest.raises(NonFiniteInputError, match="X contains NaN or infinite entries"):
+        BayesianID(3, **TINY).fit(A).score(da.from_array(X, chunks=(30, 12)))
+
+
 # --------------------------------------------------------------------------- model selection
 def test_grid_search_scores_held_out_rows(A):
     grid = GridSearchCV(BayesianID(3, **FAST), {"n_components": [1, 3]}, cv=KFold(3))
@@ -294,6 +346,31 @@ def test_feature_names_from_a_dataframe(A):
                                       np.asarray(custom, dtype=object)[est.columns_])
     pipe = make_pipeline(StandardScaler(), RandomizedID(2, method="cpqr")).fit(df)
     assert list(pipe.get_feature_names_out()) == [cols[j] for j in pipe[-1].columns_]
+
+
+def test_both_estimators_take_names_from_feature_names_and_a_zarr_input(A, tmp_path):
+    """docs/sklearn.md's sources of names hold for RandomizedID as for BayesianID: a Zarr
+    input's recorded column names, and feature_names= (RandomizedID took neither: x4 ...,
+    and a TypeError); such names raise no warning for a plain array later."""
+    from dask_bid._attrs import COLUMN_NAMES_ATTR
+
+    names = [f"n{j}" for j in range(A.shape[1])]
+    path = str(tmp_path / "named.zarr")
+    z = zarr.create_array(path, shape=A.shape, chunks=(30, 12), dtype="f8")
+    z[:] = A
+    z.attrs[COLUMN_NAMES_ATTR] = names
+    given = [f"f{j}" for j in range(A.shape[1])]
+    for make in (lambda: BayesianID(3, **TINY), lambda: RandomizedID(3, random_state=0)):
+        est = make().fit(path)
+        np.testing.assert_array_equal(est.get_feature_names_out(),
+                                      np.asarray(names, dtype=object)[est.columns_])
+        est = make().fit(A, feature_names=given)
+        np.testing.assert_array_equal(est.feature_names_in_, given)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            est.transform(A)
+        with pytest.raises(ParameterError, match="feature_names has 2 names, but A has 12"):
+            make().fit(A, feature_names=["a", "b"])
 
 
 def test_names_on_one_side_only_warn_and_mixed_names_are_refused(A, tmp_path):
@@ -420,6 +497,34 @@ def test_unfitted_methods_raise_not_fitted(A):
         for method in ("transform", "score", "get_feature_names_out"):
             with pytest.raises(NotFittedError, match="not fitted"):
                 getattr(est, method)(*(() if method == "get_feature_names_out" else (A,)))
+
+
+def test_scikit_learns_own_classes_catch_and_filter_ours(A):
+    """With scikit-learn's exceptions module loaded (as a user catching its classes has
+    it), NotFittedError and ConvergenceWarning are also instances of scikit-learn's
+    classes, and still of dask_bid's; the error pickles."""
+    import pickle
+
+    from sklearn.exceptions import ConvergenceWarning as SkConvergenceWarning
+    from sklearn.exceptions import NotFittedError as SkNotFittedError
+
+    from dask_bid import ConvergenceWarning, NotFittedError
+
+    for est in (BayesianID(3), RandomizedID(3)):
+        with pytest.raises(SkNotFittedError) as info:
+            est.transform(A)
+        assert isinstance(info.value, NotFittedError) and isinstance(info.value, ValueError)
+        assert type(pickle.loads(pickle.dumps(info.value))) is type(info.value)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        BayesianID(3, **FAST).fit(A)  # 20 retained draws: never judged converged
+    cats = [w.category for w in seen if issubclass(w.category, ConvergenceWarning)]
+    assert cats and all(issubclass(c, SkConvergenceWarning) for c in cats)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=SkConvergenceWarning)
+        BayesianID(3, **FAST).fit(A)
+    assert not [w for w in seen if issubclass(w.category, ConvergenceWarning)]
 
 
 def test_new_error_rows_are_documented():

@@ -26,13 +26,14 @@ from .._errors import (
     NonFiniteInputError,
     NotFittedError,
     ParameterError,
+    sklearn_flavoured,
 )
 from .._warn import warn
 from ..engine.inputs import as_matrix_source, check_chunks, checked_mask
 from ..interface._sklearn import (
     check_features,
+    checked_names,
     estimator_tags,
-    feature_names,
     feature_names_out,
     reconstruct,
     refuse_sparse,
@@ -40,6 +41,7 @@ from ..interface._sklearn import (
     set_output,
     wrap_output,
 )
+from ..interface._sklearn import feature_names as _frame_feature_names
 from ._streaming import (
     IN_MEMORY_BLOCK_ROWS,
     check_finite_block,
@@ -372,7 +374,7 @@ class RandomizedID:
 
     def _check_fitted(self):
         if not hasattr(self, "components_"):
-            raise NotFittedError(
+            raise sklearn_flavoured(NotFittedError)(
                 "this RandomizedID is not fitted yet; call fit(A) before using it."
             )
 
@@ -392,7 +394,7 @@ class RandomizedID:
         return src
 
     # -- fitting ---------------------------------------------------------------------------
-    def fit(self, A, y=None):
+    def fit(self, A, y=None, *, feature_names=None):
         """Select the columns and compute W.
 
         Parameters
@@ -400,6 +402,10 @@ class RandomizedID:
         A : ndarray, dask array, zarr array, or str / path to a zarr array
             The M x N matrix. Must be finite everywhere.
         y : ignored
+        feature_names : sequence of N str, optional
+            The names of A's columns, set as ``feature_names_in_`` (as ``BayesianID``
+            takes them). Without it, a DataFrame's column names, else the names a Zarr
+            input records (a text file converted by the command line, with a header).
 
         Returns
         -------
@@ -408,8 +414,16 @@ class RandomizedID:
         t_start = time.perf_counter()
         refuse_sparse(A)
         _refuse_masked(A)
-        names = feature_names(A)
+        frame_names = _frame_feature_names(A)
         src = as_matrix_source(A)
+        names, from_frame = frame_names, frame_names is not None
+        if feature_names is not None:
+            names = checked_names(feature_names, frame_names, src.shape[1])
+        elif names is None and src.kind == "zarr":
+            from ..engine.zarr_io import stored_column_names
+
+            stored = stored_column_names(src.array)
+            names = None if stored is None else np.asarray(stored, dtype=object)
         K = self._validate(src.shape)
         check_chunks(src, allow_missing=bool(self.allow_missing_chunks))
         X = _Matrix(src.array, self.chunks)
@@ -441,7 +455,7 @@ class RandomizedID:
         self.max_abs_w_ = float(np.abs(W).max())
         self.n_passes_ = 0 if X.in_memory else passes + 1
         self.fit_time_ = time.perf_counter() - t_start
-        set_feature_names(self, names)
+        set_feature_names(self, names, from_frame=from_frame)
         return self
 
     def _fit_cpqr(self, X, K):
@@ -588,7 +602,7 @@ class RandomizedID:
         """Negative mean squared reconstruction error, ``-score_mse(A)``.
 
         Greater is better, as scikit-learn's model selection (``GridSearchCV``,
-        ``cross_val_score``) expects; ``-score(A_train)`` equals ``mse_``.
+        ``cross_val_score``) expects; ``-score(A_train)`` equals ``mse_`` (up to rounding).
 
         Parameters
         ----------

@@ -62,7 +62,7 @@ def import_arviz():
 
 def as_result(obj):
     """Accept a BIDResult or a fitted estimator (anything with a ``result_`` BIDResult)."""
-    from .._errors import NotFittedError
+    from .._errors import NotFittedError, sklearn_flavoured
     from .result import BIDResult
 
     if isinstance(obj, BIDResult):
@@ -71,7 +71,8 @@ def as_result(obj):
     if isinstance(res, BIDResult):
         return res
     if hasattr(obj, "get_params") and res is None:
-        raise NotFittedError(f"this {type(obj).__name__} is not fitted yet: call fit(A) first.")
+        raise sklearn_flavoured(NotFittedError)(
+            f"this {type(obj).__name__} is not fitted yet: call fit(A) first.")
     raise TypeError(f"expected a BIDResult or a fitted BayesianID, got {type(obj).__name__}")
 
 

@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from .._errors import ConvergenceWarning, ParameterError
+from .._errors import ConvergenceWarning, ParameterError, sklearn_flavoured
 from .._warn import warn
 from .chain import ChainConfig, lstsq_estimate, map_estimate, refine
 from .result import TRACE_DTYPE, BIDResult
@@ -456,5 +456,5 @@ def summarise(p, outputs, backends, entropy, shape, trace_cols, sse_fn, mask=Non
         params=params, draws_w=draws_w)
     conv = failed_convergence(res)
     if conv is not None:
-        warn(conv.message(), ConvergenceWarning)
+        warn(conv.message(), sklearn_flavoured(ConvergenceWarning))
     return res

@@ -19,7 +19,8 @@ import numpy as np
 from .._errors import InputDTypeError, InputShapeError
 from .._warn import warn
 
-__all__ = ["refuse_sparse", "feature_names", "sample_names", "set_feature_names", "check_features",
+__all__ = ["refuse_sparse", "feature_names", "checked_names", "sample_names", "set_feature_names",
+           "check_features",
            "feature_names_out", "estimator_tags", "n_features_message", "reconstruction_mse",
            "reconstruct", "is_scipy_sparse", "sparse_selected_columns",
            "sparse_reconstruction_mse",
@@ -143,6 +144,35 @@ def feature_names(A):
                 "names are kept only when all are strings: convert them with "
                 "X.columns = X.columns.astype(str), or drop them.")
     return names
+
+
+def checked_names(given, frame_names, n, what="feature_names", axis="columns",
+                 frame="column names"):
+    """``feature_names=`` (``sample_names=``): one string per column (row) of A, agreeing
+    with a DataFrame's own column names (index)."""
+    from .._attrs import COLUMN_NAMES_MAX
+    from .._errors import ParameterError
+
+    one = axis[:-1]
+    if isinstance(given, str) or not hasattr(given, "__len__"):
+        raise ParameterError(f"{what} must be a sequence of {n} strings, one per {one} of "
+                             f"A, got {type(given).__name__}.")
+    names = list(given)
+    if len(names) != n:
+        raise ParameterError(f"{what} has {len(names)} names, but A has {n} {axis}: pass "
+                             f"one name per {one}.")
+    bad = [i for i, x in enumerate(names) if not isinstance(x, str)]
+    if bad:
+        raise ParameterError(f"{what} must be strings; entry {bad[0]} is "
+                             f"{names[bad[0]]!r} ({type(names[bad[0]]).__name__}).")
+    if n > COLUMN_NAMES_MAX:
+        raise ParameterError(f"{what}: names are kept for at most {COLUMN_NAMES_MAX:,} "
+                             f"{axis} (they live in the result's JSON metadata); A has "
+                             f"{n:,}. Drop {what}.")
+    if frame_names is not None and list(frame_names) != names:
+        raise ParameterError(f"A is a DataFrame whose {frame} differ from {what}: pass one "
+                             f"of them (rename the DataFrame's {frame}, or drop {what}).")
+    return np.asarray(names, dtype=object)
 
 
 def sample_names(A):
@@ -288,8 +318,34 @@ def reconstruct(C, W, *, masked=False):
 
         C = da.from_array(C, chunks=C.chunks, lock=False, name=False)
         is_dask = True
+    if is_scipy_sparse(C):
+        raise InputDTypeError(f"C is a scipy.sparse {type(C).__name__}: pass a dense C "
+                              "(`C.toarray()`), as transform(A) returns it.")
     if not is_dask:
-        C = np.asarray(C, dtype=np.float64)
+        if isinstance(C, np.ma.MaskedArray):  # its masked entries are missing: NaN
+            C = C.astype(np.float64).filled(np.nan) if np.ma.is_masked(C) else C.data
+        try:
+            C = np.asarray(C)
+        except (ValueError, TypeError) as exc:  # ragged nested lists
+            raise InputShapeError(f"C cannot be read as a matrix ({exc}); pass a 2-D "
+                                  "array, as transform(A) returns it.") from exc
+    # the dtypes fit and transform take (float, integer, boolean): np.asarray(C, float)
+    # parsed strings such as '1.5', dropped an imaginary part, and read None as NaN
+    from ..engine.inputs import check_float_dtype
+
+    check_float_dtype(C.dtype)
+    if not is_dask:
+        C = C.astype(np.float64, copy=False)
+        bad = ~np.isfinite(C) if not masked else np.isinf(C)
+        if bad.any():
+            from .._errors import NonFiniteInputError
+
+            raise NonFiniteInputError(
+                f"C contains {int(bad.sum())} " + ("infinite entries; missing='mask' treats "
+                "only NaN as missing. Replace the infinities (by NaN to mark them missing)."
+                if masked else "NaN or infinite entries, and this model was fitted with "
+                "missing='zero'. Fill them as for fit, or fit with missing='mask' to treat "
+                "NaN as missing."))
     if C.ndim != 2 or C.shape[1] != K:
         raise InputShapeError(
             f"C must be a 2-D matrix with n_components={K} columns, got shape "
@@ -382,7 +438,7 @@ def reconstruction_mse(src, columns, W, *, masked=False):
 
         raise InputShapeError("X has no observed (non-NaN) entry, so its reconstruction "
                               "error is undefined; pass a matrix with observed entries.")
-    if not np.isfinite(sse):
+    if not np.isfinite(sse) and _holds_non_finite(src, masked):
         from .._errors import NonFiniteInputError
 
         # a dask or Zarr X is only read here: its NaN gave a NaN score without a word
@@ -392,6 +448,18 @@ def reconstruction_mse(src, columns, W, *, masked=False):
             "error is not a number. Fill them as for fit" + ("" if masked else ", or fit "
             "with missing='mask' to treat NaN as missing") + ".")
     return sse / count
+
+
+def _holds_non_finite(src, masked) -> bool:
+    """Whether X itself holds what made its error non-finite (NaN, or with ``masked`` an
+    infinity), read again only on that path: a finite X whose squares overflow (entries
+    near 1e200) has an infinite error, as ``mse_`` is then, not a refusal naming NaN."""
+    if src.kind == "numpy":
+        X = np.asarray(src.array)
+        return bool(np.isinf(X).any() if masked else not np.isfinite(X).all())
+    x = src.to_dask()
+    return bool((abs(x) == np.inf).any().compute() if masked else
+                (~(abs(x) < np.inf)).any().compute())
 
 
 #: The checks of ``sklearn.utils.estimator_checks.check_estimator`` that do not apply to

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import NotFittedError, ParameterError
+from .._errors import NotFittedError, ParameterError, sklearn_flavoured
 from ._sklearn import (
     check_features,
     estimator_tags,
@@ -470,7 +470,8 @@ class BayesianID:
 
     def _check_fitted(self):
         if not hasattr(self, "components_"):
-            raise NotFittedError("this BayesianID is not fitted yet: call fit(A) first.")
+            raise sklearn_flavoured(NotFittedError)(
+                "this BayesianID is not fitted yet: call fit(A) first.")
 
     def transform(self, A):
         """C = A[:, columns_]: numpy (the input's dtype) for numpy input, a lazy float64
@@ -572,7 +573,7 @@ class BayesianID:
         """Negative mean squared reconstruction error, ``-||A - A[:, J] W||^2 / (M N)``.
 
         Greater is better, as scikit-learn's model selection (``GridSearchCV``,
-        ``cross_val_score``) expects; ``-score(A_train)`` equals ``mse_``. With
+        ``cross_val_score``) expects; ``-score(A_train)`` equals ``mse_`` (up to rounding). With
         ``missing="mask"`` the mean is over the observed (non-NaN) entries, and NaN counts
         as 0 where it enters ``C = A[:, J]``: ``-score(A_train)`` then equals
         ``mse_observed_``; a scipy.sparse A (as ``fit`` takes it) is scored over its

@@ -14,7 +14,7 @@ from ..engine.scaling import fit_scaled_in_memory
 from ..engine.summary import PriorCheck, chain_config, summarise, traced_columns
 from ..kernels.rng import root_entropy
 from ._params import columns_by_name, validate_params
-from ._sklearn import feature_names, sample_names
+from ._sklearn import checked_names, feature_names, sample_names
 from .result import BIDResult
 
 __all__ = ["bayesian_id", "DEFAULTS", "PAPER_SETTINGS"]
@@ -185,7 +185,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     names = feature_names(A)  # a DataFrame's column names, kept in the result
     src = as_matrix_source(A, storage_options=engine_kw.get("storage_options"))
     if given_names is not None:
-        names = _given_names(given_names, names, src.shape[1])
+        names = checked_names(given_names, names, src.shape[1])
     if p.get("trace_columns") is not None:
         # columns named by their names: a DataFrame's, feature_names=, or a Zarr input's
         known = names
@@ -196,7 +196,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
         p["trace_columns"] = columns_by_name(p["trace_columns"], known)
     rows = sample_names(A)  # a DataFrame's index of strings
     if given_rows is not None:
-        rows = _given_names(given_rows, rows, src.shape[0], what="sample_names",
+        rows = checked_names(given_rows, rows, src.shape[0], what="sample_names",
                             axis="rows", frame="index")
     p = validate_params(p, n_cols=src.shape[1])
     if p["n_components"] > src.shape[0]:
@@ -293,34 +293,6 @@ def _fit(src, p, names, rows, engine_kw) -> BIDResult:
     # values near 1e200 or 1e-200 are fitted as X / 2^e (engine/scaling.py)
     return _named(fit_scaled_in_memory(X, p, lambda X, p: _fit_memory(
         X, p, callback=engine_kw.get("callback"))), names, rows, X)
-
-
-def _given_names(given, frame_names, n, what="feature_names", axis="columns",
-                 frame="column names"):
-    """``feature_names=`` (``sample_names=``): one string per column (row) of A, agreeing
-    with a DataFrame's own column names (index)."""
-    from .._attrs import COLUMN_NAMES_MAX
-
-    one = axis[:-1]
-    if isinstance(given, str) or not hasattr(given, "__len__"):
-        raise ParameterError(f"{what} must be a sequence of {n} strings, one per {one} of "
-                             f"A, got {type(given).__name__}.")
-    names = list(given)
-    if len(names) != n:
-        raise ParameterError(f"{what} has {len(names)} names, but A has {n} {axis}: pass "
-                             f"one name per {one}.")
-    bad = [i for i, x in enumerate(names) if not isinstance(x, str)]
-    if bad:
-        raise ParameterError(f"{what} must be strings; entry {bad[0]} is "
-                             f"{names[bad[0]]!r} ({type(names[bad[0]]).__name__}).")
-    if n > COLUMN_NAMES_MAX:
-        raise ParameterError(f"{what}: names are kept for at most {COLUMN_NAMES_MAX:,} "
-                             f"{axis} (they live in the result's JSON metadata); A has "
-                             f"{n:,}. Drop {what}.")
-    if frame_names is not None and list(frame_names) != names:
-        raise ParameterError(f"A is a DataFrame whose {frame} differ from {what}: pass one "
-                             f"of them (rename the DataFrame's {frame}, or drop {what}).")
-    return np.asarray(names, dtype=object)
 
 
 def _named(res, names, rows, X):
