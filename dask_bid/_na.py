@@ -2,7 +2,11 @@
 shared by the dense reader (the command line's conversion, ``interface/cli/reading.py``)
 and the triplet reader (``interface/sparse_io.py``). No imports: it costs nothing."""
 
-__all__ = ["NA_TOKENS", "split_fields"]
+__all__ = ["NA_TOKENS", "WHITESPACE", "split_fields"]
+
+#: A separator given as runs of whitespace (``--sep space``, ``sep="whitespace"``), told
+#: apart from None, which leaves the separator to the file's suffix
+WHITESPACE = "whitespace"
 
 #: Fields that mark a missing value (besides an empty field and numpy's "nan"), compared
 #: without quotes and case: R writes NA, spreadsheets #N/A, databases NULL, pandas <NA>.

@@ -148,6 +148,82 @@ def test_refusals_are_one_line(tmp_path, capsys, extra, fragments):
     assert not (tmp_path / "o.zarr").exists()
 
 
+def test_sep_space_alone_reads_triplets_as_whitespace_fields(tmp_path, capsys):
+    """`--sep space` is a triplet option as `--sep tab` is (it was taken as "not given":
+    the file was fitted as a dense 162 x 3 matrix without a word), whatever the suffix."""
+    A = _triplets(tmp_path / "r.tsv", base=0)
+    text = (tmp_path / "r.tsv").read_text().replace("\t", "   ")
+    for name in ("r.txt", "r.csv"):
+        (tmp_path / name).write_text(text)
+        assert main(["info", str(tmp_path / name), "--sep", "space"]) == 0
+        out = capsys.readouterr().out
+        assert f"{name}: triplet file" in out and "shape      40 x 12" in out, out
+        assert f"observed   {int((~np.isnan(A)).sum())} of 480" in out
+
+
+def test_columns_a_file_skips_are_refused_before_the_fit_in_the_files_ids(tmp_path, capsys):
+    """A file whose column ids skip some (a slice of MovieLens): refused right after the
+    conversion, naming the file's own ids (it failed after the kernels compiled, in store
+    positions, with Python advice); info lists them."""
+    src = tmp_path / "slice.tsv"
+    src.write_text("1\t1\t1.0\n2\t2\t2.0\n1\t4\t3.0\n3\t7\t1.5\n2\t1\t0.5\n")
+    code = main(["fit", str(src), "--format", "triplets", "--index-base", "1", "--k", "1",
+                 "--missing", "mask", "--out", str(tmp_path / "o.zarr"), *FAST])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert_one_line_error(err, "has no entry in column(s) 3, 5, 6 (3 in all)",
+                          "renumber the file's columns", progress_allowed=True)
+    assert "kernels" not in err and not (tmp_path / "o.zarr").exists()
+    assert main(["info", str(src), "--format", "triplets", "--index-base", "1"]) == 0
+    assert "empty      3 column(s) without an entry (3, 5, 6; the file's ids)" in \
+        capsys.readouterr().out
+
+
+def test_compressed_and_far_indexed_triplet_files_are_refused_in_one_line(tmp_path, capsys):
+    """A gzip file read as triplets (its bytes were quoted as a bad line), and a field
+    taken as the column whose values are timestamps (50 lines asked for a 7 GiB count of
+    columns: an internal MemoryError)."""
+    import gzip
+
+    plain = tmp_path / "r.tsv"
+    _triplets(plain)
+    for name in ("r.tsv.gz", "hidden.tsv"):
+        (tmp_path / name).write_bytes(gzip.compress(plain.read_bytes()))
+        assert main(["info", str(tmp_path / name), "--format", "triplets"]) == 2
+        assert_one_line_error(capsys.readouterr().err, "is compressed (gzip): decompress it "
+                              "first (gunzip)")
+    assert main(["info", str(plain), "--index-base", "1", "--columns", "1,4,3"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "a column index reaches 881,250,948 after",
+                          "Is field 4 the column? Give the fields")
+
+
+def test_convert_of_an_unknown_suffix_and_text_options_of_triplets_are_refused(tmp_path,
+                                                                               capsys):
+    """`convert m.dat` read any file of another suffix as triplets (a 4-column matrix lost
+    a column) where fit refuses it; --row-labels / --header with a triplet file said
+    "None is read as is"; a repeated --columns field was read as duplicate entries."""
+    dat = tmp_path / "m.dat"
+    dat.write_text("0 1 3.5 4.0\n1 0 7.25 8.0\n2 2 1.5 0.5\n")
+    assert main(["convert", str(dat), "--out", str(tmp_path / "m.zarr")]) == 2
+    assert_one_line_error(capsys.readouterr().err, "is not a file convert reads by its name: "
+                          "pass --format triplets")
+    assert not (tmp_path / "m.zarr").exists()
+    src = tmp_path / "r.tsv"
+    _triplets(src)
+    for flag in (["--row-labels", "first"], ["--header", "yes"]):
+        assert main(["fit", str(src), "--format", "triplets", "--index-base", "1", "--k", "2",
+                     "--missing", "mask", "--out", str(tmp_path / "o.zarr"), *FAST,
+                     *flag]) == 2
+        err = capsys.readouterr().err
+        assert_one_line_error(err, f"{' '.join(flag)} applies to a dense text matrix; "
+                              f"{str(src)!r} is read as (row, column, value) triplets",
+                              progress_allowed=True)
+        assert "None" not in err
+    assert not (tmp_path / "r.tsv.zarr").exists()
+    assert main(["info", str(src), "--columns", "1,1,3"]) == 2
+    assert "expected three different 1-based field numbers" in capsys.readouterr().err
+
+
 def test_k_above_the_rows_of_the_given_shape_is_refused_before_converting(tmp_path, capsys):
     src = tmp_path / "t.txt"
     src.write_text("0 0 1\n1 1 2\n9 39 3\n")

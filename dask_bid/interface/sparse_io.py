@@ -20,7 +20,7 @@ import numpy as np
 
 from .._errors import InputShapeError, NonFiniteInputError, ParameterError, StoreNotFoundError
 from .._files import file_stamp
-from .._na import NA_TOKENS, split_fields
+from .._na import NA_TOKENS, WHITESPACE, split_fields
 from ..engine.sparse_store import (
     _check_shape,
     create_sparse_group,
@@ -36,6 +36,7 @@ __all__ = ["convert_triplets", "convert_sparse", "scan_triplets", "TripletScan",
 
 #: Files read as triplets, and their default separators (None: any whitespace).
 TRIPLET_SUFFIXES = {".csv": ",", ".tsv": "\t", ".txt": None, ".parquet": None}
+
 #: Lines parsed at once.
 LINES_PER_CHUNK = 2**18
 #: Column blocks (bucket files open at once) at most.
@@ -62,6 +63,14 @@ class TripletScan:
 
 def _suffix(path):
     return os.path.splitext(os.fspath(path))[1].lower()
+
+
+def _separator(path, sep):
+    """The separator a triplet file is split at: ``sep``, else by its suffix; None for
+    runs of whitespace."""
+    if sep is None:
+        return TRIPLET_SUFFIXES.get(_suffix(path))
+    return None if sep == WHITESPACE else sep
 
 
 def _progress(total, desc, unit, quiet):
@@ -133,8 +142,8 @@ def triplet_header(path, *, sep=None, columns=(0, 1, 2), header="auto"):
             return None
     if header is False:
         return None
-    if sep is None:
-        sep = TRIPLET_SUFFIXES.get(_suffix(path))
+    _refuse_binary_text(path)
+    sep = _separator(path, sep)
     with open(path, encoding="utf-8-sig", errors="replace") as fh:
         for text in fh:
             s = text.strip()
@@ -150,11 +159,33 @@ def triplet_header(path, *, sep=None, columns=(0, 1, 2), header="auto"):
     return None
 
 
+#: The first bytes of compressed files (their bytes were quoted back as a bad line)
+_COMPRESSED = {b"\x1f\x8b": "gzip: gunzip", b"BZh": "bzip2: bunzip2",
+               b"\xfd7zXZ\x00": "xz: unxz", b"\x28\xb5\x2f\xfd": "zstd: unzstd",
+               b"PK\x03\x04": "zip: unzip"}
+
+
+def _refuse_binary_text(path):
+    """A compressed or binary file given as a text triplet file: said as such, before
+    its bytes are parsed as lines."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    for magic, what in _COMPRESSED.items():
+        if head.startswith(magic):
+            kind, tool = what.split(": ")
+            raise InputShapeError(f"{path!r} is compressed ({kind}): decompress it first "
+                                  f"({tool}), then read the text file.")
+    if b"\x00" in head:
+        raise InputShapeError(f"{path!r} is a binary file, not text lines of (row, column, "
+                              "value) triplets: pass the text file (or a .parquet file).")
+
+
 def _text_chunks(path, sep, columns, header, quiet):
     """Yield (line numbers, rows, cols, values as float64) per chunk of data lines;
     the first line is a header when ``header`` is True, or when "auto" and it is not a
     triplet of numbers and holds a letter (a name). Comment lines (#) and blank lines
     are skipped."""
+    _refuse_binary_text(path)
     size = os.path.getsize(path)
     bar = _progress(size, f"reading {os.path.basename(path)}", "B", quiet)
     try:
@@ -250,8 +281,7 @@ def _parquet_chunks(path, columns, quiet):
 def _chunks(path, sep, columns, header, quiet):
     if _suffix(path) == ".parquet":
         return _parquet_chunks(path, columns, quiet)
-    if sep is None:
-        sep = TRIPLET_SUFFIXES.get(_suffix(path))
+    sep = _separator(path, sep)
     return _text_chunks(path, sep, [int(c) for c in columns], header, quiet)
 
 
@@ -368,6 +398,8 @@ def scan_triplets(path, *, sep=None, columns=(0, 1, 2), shape=None, index_base=0
             max_r = max(max_r, int(np.max(r)) - index_base)
             max_c = max(max_c, int(np.max(c)) - index_base)
         if ci.size:
+            _refuse_sparse_extent(path, columns, int(np.max(r)) - index_base, max_r,
+                                  int(np.max(ci)), n_lines, shape)
             bc = np.bincount(ci)
             if bc.size > counts.size:
                 counts = np.concatenate([counts, np.zeros(bc.size - counts.size, np.int64)])
@@ -379,6 +411,32 @@ def scan_triplets(path, *, sep=None, columns=(0, 1, 2), shape=None, index_base=0
     counts = np.concatenate([counts, np.zeros(shape[1] - counts.size, np.int64)])
     return TripletScan(path=path, shape=shape, nnz=int(counts.sum()), n_nan=n_nan,
                        header=has_header, counts=counts, n_lines=n_lines)
+
+
+#: Indices beyond this many rows or columns are checked against the entries read
+_EXTENT_CHECKED = 1 << 24
+
+
+def _refuse_sparse_extent(path, columns, r_max, max_r, c_max, n_lines, shape):
+    """Indices far beyond the entries read (a timestamp field taken as the column by a
+    wrong ``columns=``: 50 lines then asked for a 7 GiB count of columns, and died as an
+    internal MemoryError). A matrix of more than 2^24 columns (rows) with fewer than
+    1/64 of them holding an entry cannot be fitted anyway (a column without an entry is
+    refused), so it is refused here, naming the field read."""
+    if shape is not None:
+        return  # a given shape bounds the indices (checked line by line)
+    for what, top, field_ in (("column", c_max, 1), ("row", max(r_max, max_r), 0)):
+        extent = top + 1
+        if extent > _EXTENT_CHECKED and extent > 64 * max(n_lines, 1):
+            raise InputShapeError(
+                f"{path!r}: a {what} index reaches {top:,} after {n_lines:,} lines: a matrix "
+                f"of {extent:,} {what}s, most of them without an entry. Is field "
+                f"{_field_name(columns[field_])} the {what}? Give the fields of row, column "
+                "and value (columns=; --columns R,C,V), or the shape (shape=; --shape).")
+
+
+def _field_name(col) -> str:
+    return repr(col) if isinstance(col, str) else str(int(col) + 1)
 
 
 def _first_data_line_after_header(path, first_data):
@@ -405,7 +463,8 @@ def convert_triplets(path, dst, *, sep=None, columns=(0, 1, 2), shape=None, inde
     dst : str or PathLike
         The sparse store to write (a Zarr group; docs/sparse.md).
     sep : str, optional
-        Field separator (default: by suffix: ``,`` for .csv, tab for .tsv, whitespace).
+        Field separator (default: by suffix: ``,`` for .csv, tab for .tsv, whitespace);
+        ``"whitespace"`` for runs of spaces and tabs whatever the suffix.
     columns : 3 ints (or Parquet column names)
         Fields holding the row, the column and the value (0-based; default the first 3).
     shape : (M, N), optional

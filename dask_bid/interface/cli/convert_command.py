@@ -85,6 +85,18 @@ def run(args):
                        f"to a dense matrix: pass --format dense to convert {src!r} as one "
                        "(or --format triplets without them).")
     if args.format is None and not _given_triplet_options(args):
+        if file_suffix(src) not in (*TEXT_SUFFIXES, ".parquet"):
+            # a file of another kind (m2.dat, u.data) was read as triplets without a word
+            # (a 4-column matrix lost a column), where fit and info refuse it
+            from ..._files import other_file_advice
+
+            kind = other_file_advice(src)
+            if kind:
+                raise CLIError(f"{src!r} is a file dask-bid does not read: {kind}.")
+            raise CLIError(f"{src!r} is not a file convert reads by its name: pass --format "
+                           "triplets for a file of (row, column, value) lines "
+                           "(docs/sparse.md); a matrix is read from a .npy, .csv, .txt or "
+                           ".tsv file (rename it).")
         _refuse_a_table_read_either_way(src, width)
     from .sparse import convert_triplet_file
 

@@ -442,6 +442,8 @@ def run(args):
                         resume_at=out if args.resume else None)
         if given is not None:
             _refuse_k_above_rows(args.k, given[0])
+    if args.format == "triplets":  # before the conversion
+        text_options(args, args.input, triplets=True)
     # a triplet file (converted once) or a sparse store: cli/sparse.py
     sparse_src = sparse_input(args, out, masked, args.quiet)
     if sparse_src is not None:
@@ -456,7 +458,7 @@ def run(args):
                        "to fit its observed entries only, fill its NaN first, or fit the "
                        ".npy / text file it came from.")
     fill = fill_treatment(args.fill_missing, masked)
-    text = text_options(args, src if convertible else None)
+    text = text_options(args, src)
     # everything checkable from metadata is checked before converting or sampling
     shape = _checked_shape(src, text)
     names = None

@@ -80,12 +80,19 @@ def add_text_options(parser):
                         "yes when it holds text; asks when it could be either")
 
 
-def text_options(args, src) -> dict:
+def text_options(args, src, *, triplets=False) -> dict:
     """``row_labels`` and ``header`` from the command line; refuses them for an INPUT
-    that is not a text file (they would change nothing)."""
+    that is not a dense text file (they would change nothing): a store, a .npy, or a
+    triplet file (``triplets``)."""
     opts = {"row_labels": getattr(args, "row_labels", "auto"),
             "header": getattr(args, "header", "auto")}
     given = [f"--{k.replace('_', '-')} {v}" for k, v in opts.items() if v != "auto"]
+    if given and triplets:
+        # (src was passed as None here, and the refusal said "None is read as is")
+        raise CLIError(f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to a "
+                       f"dense text matrix; {src!r} is read as (row, column, value) triplets, "
+                       "whose header is found by itself: leave "
+                       f"{'them' if len(given) > 1 else 'it'} out.")
     text = isinstance(src, str) and "://" not in src and file_suffix(src) in TEXT_SUFFIXES
     if given and not text:
         raise CLIError(f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to text "

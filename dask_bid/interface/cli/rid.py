@@ -74,7 +74,7 @@ def run(args):
     convertible = not is_url(src) and file_suffix(src) in CONVERTIBLE_SUFFIXES
     if not convertible:
         _refuse_kept_nan(src)
-    text = text_options(args, src if convertible else None)
+    text = text_options(args, src)
     given = None
     if args.column_names:  # checked against INPUT's shape before anything is read
         from .convert import input_shape

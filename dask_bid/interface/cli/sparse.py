@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from ..._files import same_file
+from ..._na import WHITESPACE
 from ._core import CLIError, file_suffix, human_bytes, is_url, print_lines, say
 
 __all__ = ["add_sparse_options", "sparse_input", "sparse_kind", "describe_sparse",
@@ -25,11 +26,12 @@ def _columns(text):
         cols = [int(x) - 1 for x in text.split(",")]
     except ValueError:
         cols = []
-    if len(cols) != 3 or min(cols) < 0:
+    if len(cols) != 3 or min(cols) < 0 or len(set(cols)) < 3:
         import argparse
 
         raise argparse.ArgumentTypeError(
-            f"expected three 1-based field numbers ROW,COL,VALUE (e.g. 1,2,3), got {text!r}")
+            f"expected three different 1-based field numbers ROW,COL,VALUE (e.g. 1,2,3), "
+            f"got {text!r}")
     return tuple(cols)
 
 
@@ -46,7 +48,10 @@ def _shape(text):
 
 
 def _sep(text):
-    return {"tab": "\t", "\\t": "\t", "space": None, "whitespace": None}.get(text, text)
+    # "space": runs of whitespace, given (None would be "not given", the suffix's default:
+    # `--sep space` alone then read a triplet file as a dense matrix)
+    return {"tab": "\t", "\\t": "\t", "space": WHITESPACE, "whitespace": WHITESPACE}.get(
+        text, text)
 
 
 #: ``--format``'s help for ``fit`` and ``info``
@@ -251,9 +256,16 @@ def _check_empty_columns(dst, src, args, made):
     elif args.shape is not None and empty.size:
         # a --shape wider than the file: columns a fit refuses (with Python advice)
         why = (f"--shape {args.shape[0]},{args.shape[1]} leaves columns "
-               f"{empty[:5].tolist()} of {src!r} without an entry ({empty.size} in all), and "
-               "a column with no entry cannot be fitted: give a --shape that ends at the "
+               f"{file_ids(empty, args)} of {src!r} without an entry ({empty.size} in all), "
+               "and a column with no entry cannot be fitted: give a --shape that ends at the "
                "file's last column, or none (the largest indices set it).")
+    elif empty.size:
+        # column ids the file skips (a slice of MovieLens): the fit refused them late, in
+        # store positions, with Python advice
+        why = (f"{src!r} has no entry in column(s) {file_ids(empty, args)} ({empty.size} "
+               "in all), and a column with no entry cannot be fitted: renumber the file's "
+               "columns consecutively over those with entries (its ids 1..N or 0..N-1 "
+               "skip none), or fit a file with an entry in every column.")
     else:
         return
     if made:
@@ -261,6 +273,14 @@ def _check_empty_columns(dst, src, args, made):
 
         shutil.rmtree(dst, ignore_errors=True)
     raise CLIError(why)
+
+
+def file_ids(positions, args, shown=5) -> str:
+    """Column positions of the store as the triplet file numbers them (``--index-base``
+    added), the first ``shown``: the ids a user finds in the file."""
+    base = int(getattr(args, "index_base", None) or 0)
+    ids = ", ".join(str(int(p) + base) for p in positions[:shown])
+    return ids + (", ..." if len(positions) > shown else "")
 
 
 def _source_meta(dst):
@@ -315,7 +335,9 @@ def describe_sparse(args):
                 "n_observed": scan.nnz, "n_nan_dropped": scan.n_nan, "header": scan.header,
                 "file_size": os.path.getsize(path),
                 "column_0_empty": bool(args.index_base is None and scan.counts.size
-                                       and scan.counts[0] == 0)}
+                                       and scan.counts[0] == 0),
+                "empty_columns": np.flatnonzero(scan.counts == 0).tolist(),
+                "index_base": int(args.index_base or 0)}
     if not is_sparse_store(path):
         return None
     src = open_sparse(path)
@@ -343,6 +365,12 @@ def sparse_info_lines(info):
         if info.get("column_0_empty"):
             lines.append("  note       column 0 holds no entry: the file counts from 1? Then "
                          "pass --index-base 1 (read here from 0, the default)")
+        elif info.get("empty_columns"):
+            empty = info["empty_columns"]
+            shown = ", ".join(str(c + info["index_base"]) for c in empty[:5])
+            lines.append(f"  empty      {len(empty)} column(s) without an entry ({shown}"
+                         f"{', ...' if len(empty) > 5 else ''}; the file's ids): a fit "
+                         "refuses them (renumber the columns over those with entries)")
     else:
         lines.append(f"  layout     {info['format']}, {info['n_blocks']} column block(s)")
         src = info.get("source") or {}
