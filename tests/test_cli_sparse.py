@@ -148,6 +148,33 @@ def test_refusals_are_one_line(tmp_path, capsys, extra, fragments):
     assert not (tmp_path / "o.zarr").exists()
 
 
+def test_a_file_counting_from_1_names_the_columns_by_its_ids(tmp_path, capsys):
+    """Read with --index-base 1, the store's column 99 is the file's item 100: the store
+    records the file's ids as row and column names, so the summary, the result and info
+    say 100 beside the position 99 (only positions were shown: the wrong items to a
+    MovieLens user). A file counting from 0 gets no names (they would be the positions)."""
+    src = tmp_path / "r.tsv"
+    _triplets(src)
+    out = tmp_path / "o.zarr"
+    assert main(["fit", str(src), "--format", "triplets", "--index-base", "1", "--k", "2",
+                 "--missing", "mask", "--out", str(out), *FAST]) == 0
+    text = capsys.readouterr().out
+    res = read_result(str(out))
+    ids = [str(j + 1) for j in res.columns]
+    assert f"names        {', '.join(ids)}" in text, text
+    assert res.feature_names == [str(j + 1) for j in range(12)]
+    assert res.sample_names == [str(i + 1) for i in range(40)]
+    assert main(["info", str(tmp_path / "r.tsv.zarr")]) == 0
+    assert "names      1, 2, 3, ..., 12 (the file's ids of the store's columns 0 to 11" in \
+        capsys.readouterr().out
+    zero = tmp_path / "z.tsv"
+    _triplets(zero, base=0)
+    assert main(["fit", str(zero), "--format", "triplets", "--k", "2", "--missing", "mask",
+                 "--out", str(tmp_path / "z.zarr"), *FAST]) == 0
+    assert "names " not in capsys.readouterr().out
+    assert read_result(str(tmp_path / "z.zarr")).feature_names is None
+
+
 def test_sep_space_alone_reads_triplets_as_whitespace_fields(tmp_path, capsys):
     """`--sep space` is a triplet option as `--sep tab` is (it was taken as "not given":
     the file was fitted as a dense 162 x 3 matrix without a word), whatever the suffix."""

@@ -621,12 +621,12 @@ def fit_dask(src, p, *, client=None, out=None, overwrite=False, resume=False,
             if isinstance(conv, dict):
                 meta["input"]["converted_from"] = jsonable(conv)
     names = valid_column_names(feature_names, N)
-    if names is None and src.kind == "zarr":
+    if names is None and src.kind in ("zarr", "sparse"):
         names = stored_column_names(src.array)
     if names is not None:
         meta["feature_names"] = names
     rows = valid_column_names(sample_names, M)
-    if rows is None and src.kind == "zarr":
+    if rows is None and src.kind in ("zarr", "sparse"):
         rows = stored_column_names(src.array, axis=0)
     if rows is not None:
         meta["sample_names"] = rows

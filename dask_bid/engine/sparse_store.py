@@ -136,6 +136,12 @@ class SparseZarrReader:
         return dict(self.group.attrs[SPARSE_ATTR])
 
     @property
+    def attrs(self):
+        """The store's attributes (the row and column names a conversion recorded, as
+        a Zarr array's: ``zarr_io.stored_column_names`` reads both)."""
+        return self.group.attrs
+
+    @property
     def indptr(self):
         if self._indptr is None:
             self._indptr = np.asarray(self._get(self.group["indptr"], slice(None)),

@@ -189,7 +189,7 @@ def bayesian_id(A, n_components, **kwargs) -> BIDResult:
     if p.get("trace_columns") is not None:
         # columns named by their names: a DataFrame's, feature_names=, or a Zarr input's
         known = names
-        if known is None and src.kind == "zarr":
+        if known is None and src.kind in ("zarr", "sparse"):
             from ..engine.zarr_io import stored_column_names
 
             known = stored_column_names(src.array)

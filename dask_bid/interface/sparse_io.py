@@ -536,6 +536,7 @@ def _write_buckets(path, dst, scan, edges, indptr, index_base, columns, overwrit
                     # reads the file as another matrix, and must not reuse this one
                     "shape_given": bool(shape_given)},
             extra={"n_nan_dropped": int(scan.n_nan)})
+        _name_by_file_ids(g, scan.shape, index_base)
         bar = _progress(scan.nnz, f"writing {os.path.basename(os.fspath(dst))}", "entry",
                         quiet)
         try:
@@ -550,6 +551,20 @@ def _write_buckets(path, dst, scan, edges, indptr, index_base, columns, overwrit
         if g is not None:
             shutil.rmtree(os.fspath(dst), ignore_errors=True)
         raise
+
+
+def _name_by_file_ids(g, shape, index_base):
+    """A file that counts from ``index_base`` != 0 (MovieLens: 1) names the store's rows
+    and columns by its own ids, so that a fit's summary shows item 100 where the store's
+    column 99 was selected (the positions alone read as the wrong items). Up to
+    COLUMN_NAMES_MAX of each (they live in the JSON attributes)."""
+    from .._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX, ROW_NAMES_ATTR
+
+    if not index_base:
+        return
+    for attr, n in ((ROW_NAMES_ATTR, shape[0]), (COLUMN_NAMES_ATTR, shape[1])):
+        if n <= COLUMN_NAMES_MAX:
+            g.attrs[attr] = [str(i + int(index_base)) for i in range(int(n))]
 
 
 def _bucket(path, sep, columns, header, index_base, shape, edges, tmp, quiet):

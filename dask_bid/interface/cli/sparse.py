@@ -340,12 +340,15 @@ def describe_sparse(args):
                 "index_base": int(args.index_base or 0)}
     if not is_sparse_store(path):
         return None
+    from ...engine.zarr_io import stored_column_names
+
     src = open_sparse(path)
     meta = src.array.meta
     return {"kind": "sparse store", "path": path, "shape": list(src.shape),
             "n_observed": src.nnz, "n_blocks": len(meta["block_edges"]) - 1,
             "format": f"{meta['format']} v{meta['version']}",
-            "source": meta.get("source"), "n_nan_dropped": meta.get("n_nan_dropped", 0)}
+            "source": meta.get("source"), "n_nan_dropped": meta.get("n_nan_dropped", 0),
+            "column_names": stored_column_names(src.array)}
 
 
 def sparse_info_lines(info):
@@ -376,6 +379,11 @@ def sparse_info_lines(info):
         src = info.get("source") or {}
         if src.get("path"):
             lines.append(f"  converted  from {src['path']}")
+        names = info.get("column_names")
+        if names:  # a file counting from 1: its ids (sparse_io._name_by_file_ids)
+            shown = ", ".join(names[:3]) + (f", ..., {names[-1]}" if len(names) > 3 else "")
+            lines.append(f"  names      {shown} (the file's ids of the store's columns "
+                         f"0 to {len(names) - 1}; a fit's summary names its columns so)")
         lines.append("  note       fit it with --missing mask")
     return lines
 
