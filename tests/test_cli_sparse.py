@@ -199,11 +199,35 @@ def test_columns_a_file_skips_are_refused_before_the_fit_in_the_files_ids(tmp_pa
     assert code == 2
     err = capsys.readouterr().err
     assert_one_line_error(err, "has no entry in column(s) 3, 5, 6 (3 in all)",
-                          "renumber the file's columns", progress_allowed=True)
+                          "pass --drop-empty-columns", progress_allowed=True)
     assert "kernels" not in err and not (tmp_path / "o.zarr").exists()
+    assert "pass --drop-empty-columns to leave them out" in err
     assert main(["info", str(src), "--format", "triplets", "--index-base", "1"]) == 0
     assert "empty      3 column(s) without an entry (3, 5, 6; the file's ids)" in \
         capsys.readouterr().out
+    # --drop-empty-columns: the store holds the file's columns 1, 2, 4, 7 as 0..3, named
+    # by those ids; the fit's C holds the file's values
+    out = tmp_path / "d.zarr"
+    assert main(["fit", str(src), "--format", "triplets", "--index-base", "1", "--k", "1",
+                 "--missing", "mask", "--drop-empty-columns", "--out", str(out), *FAST]) == 0
+    text = capsys.readouterr().out
+    res = read_result(str(out))
+    assert res.feature_names == ["1", "2", "4", "7"] and res.n_features == 4
+    file_ids = ["1", "2", "4", "7"]
+    assert f"names        {file_ids[int(res.columns[0])]}" in text, text
+    dense = np.full((3, 4), np.nan)
+    for i, j, v in [(1, 1, 1.0), (2, 2, 2.0), (1, 4, 3.0), (3, 7, 1.5), (2, 1, 0.5)]:
+        dense[i - 1, file_ids.index(str(j))] = v
+    np.testing.assert_array_equal(np.asarray(res.C), dense[:, res.columns])
+    # the same options again reuse the store; other options are told apart
+    assert main(["fit", str(src), "--format", "triplets", "--index-base", "1", "--k", "1",
+                 "--missing", "mask", "--drop-empty-columns", "--out",
+                 str(tmp_path / "e.zarr"), *FAST]) == 0
+    assert "(converted from" in capsys.readouterr().err
+    assert main(["fit", str(src), "--format", "triplets", "--index-base", "1", "--k", "1",
+                 "--missing", "mask", "--out", str(tmp_path / "f.zarr"), *FAST]) == 2
+    assert "with --index-base 1 --columns 1,2,3 --drop-empty-columns, and this call" in \
+        capsys.readouterr().err
 
 
 def test_compressed_and_far_indexed_triplet_files_are_refused_in_one_line(tmp_path, capsys):

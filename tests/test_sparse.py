@@ -98,6 +98,41 @@ def test_triplet_files_round_trip_streamed_in_chunks(tmp_path, monkeypatch):
     np.testing.assert_array_equal(_dense(src), A[:src.shape[0], :src.shape[1]])
 
 
+@pytest.mark.parametrize("base", [0, 1])
+def test_drop_empty_columns_keeps_the_files_columns_with_entries_named_by_their_ids(
+        tmp_path, monkeypatch, base):
+    """The file's columns 2 and 5 hold no entry (a NaN in 5): left out, the others
+    renumbered in order across column blocks and chunks, named by their ids; a repeated
+    entry is named by the file's ids; without the option the empty columns stay."""
+    from dask_bid.engine.zarr_io import stored_column_names
+
+    monkeypatch.setattr(sio, "LINES_PER_CHUNK", 3)
+    entries = [(0, 0, 1.0), (1, 1, 2.0), (2, 3, 3.0), (0, 4, 4.0), (3, 6, 5.0),
+               (1, 6, 6.0), (2, 0, 7.0), (1, 5, float("nan"))]
+    f = tmp_path / "t.tsv"
+    f.write_text("".join(f"{i + base}\t{j + base}\t{v}\n" for i, j, v in entries))
+    src = convert_triplets(f, tmp_path / "d.zarr", index_base=base, quiet=True,
+                           drop_empty_columns=True, block_edges=[0, 2, 5])
+    kept = [0, 1, 3, 4, 6]
+    want = np.full((4, 5), np.nan)
+    for i, j, v in entries:
+        if j in kept and not np.isnan(v):
+            want[i, kept.index(j)] = v
+    np.testing.assert_array_equal(_dense(src), want)
+    assert stored_column_names(src.array) == [str(j + base) for j in kept]
+    meta = src.array.meta["source"]
+    assert meta["drop_empty_columns"] and meta["file_shape"] == [4, 7]
+    full = convert_triplets(f, tmp_path / "f.zarr", index_base=base, quiet=True)
+    assert full.shape == (4, 7)
+    assert stored_column_names(full.array) == (None if base == 0 else
+                                               [str(j + 1) for j in range(7)])
+    f.write_text(f.read_text() + f"{2 + base}\t{6 + base}\t9\n{2 + base}\t{6 + base}\t8\n")
+    with pytest.raises(InputShapeError, match=f"gives entry \\(row {2 + base}, column "
+                                              f"{6 + base}\\) more than once"):
+        convert_triplets(f, tmp_path / "e.zarr", index_base=base, quiet=True,
+                         drop_empty_columns=True)
+
+
 def test_nan_values_are_dropped_and_counted(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("0,0,1.5\n1,1,nan\n2,1,-2\n")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -452,7 +452,8 @@ def _first_data_line_after_header(path, first_data):
 
 
 def convert_triplets(path, dst, *, sep=None, columns=(0, 1, 2), shape=None, index_base=0,
-                     header="auto", overwrite=False, quiet=False, block_edges=None):
+                     header="auto", overwrite=False, quiet=False, block_edges=None,
+                     drop_empty_columns=False):
     """Convert a (row, column, value) triplet file into a sparse store at ``dst``.
 
     Parameters
@@ -480,6 +481,11 @@ def convert_triplets(path, dst, *, sep=None, columns=(0, 1, 2), shape=None, inde
     block_edges : list of int, optional
         The column blocks (default: about 4 Mi entries and at most 4096 columns each,
         at most 256 blocks).
+    drop_empty_columns : bool
+        Leave out the column ids with no observed entry (a slice of a ratings file skips
+        items), which a fit refuses: the store's columns are the file's columns that
+        hold an entry, in order, named by their ids in the file (``index_base`` added;
+        ``dask_bid_column_names``). Default False: such columns are kept, empty.
 
     Returns
     -------
@@ -498,6 +504,13 @@ def convert_triplets(path, dst, *, sep=None, columns=(0, 1, 2), shape=None, inde
     _check_dst(dst, overwrite)
     scan = scan_triplets(path, sep=sep, columns=columns, shape=shape, index_base=index_base,
                          header=header, quiet=quiet)
+    file_shape = scan.shape
+    kept = None
+    if drop_empty_columns:
+        # the file's column ids that hold an entry, renumbered 0, 1, ... in order
+        kept = np.flatnonzero(scan.counts > 0)
+        scan = replace(scan, shape=(scan.shape[0], int(kept.size)),
+                       counts=scan.counts[kept])
     M, N = scan.shape
     _check_shape(scan.shape, repr(os.fspath(path)))  # before anything is written
     counts = scan.counts
@@ -513,35 +526,37 @@ def convert_triplets(path, dst, *, sep=None, columns=(0, 1, 2), shape=None, inde
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".dask_bid-buckets-", dir=parent)
     try:
-        _bucket(path, sep, columns, header, index_base, scan.shape, edges, tmp, quiet)
+        _bucket(path, sep, columns, header, index_base, file_shape, edges, tmp, quiet, kept)
         _write_buckets(path, dst, scan, edges, indptr, index_base, columns, overwrite, tmp,
-                       quiet, shape_given=shape is not None)
+                       quiet, shape_given=shape is not None, kept=kept, file_shape=file_shape)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return open_sparse(dst)
 
 
 def _write_buckets(path, dst, scan, edges, indptr, index_base, columns, overwrite, tmp,
-                   quiet, shape_given=False):
+                   quiet, shape_given=False, kept=None, file_shape=None):
     """The store from the sorted buckets; a store left incomplete by a refusal (a
-    duplicate entry) is removed."""
+    duplicate entry) is removed. ``kept``: the file's columns the store holds (the
+    others had no entry), else all."""
     g = None
+    source = {"kind": "triplets", **file_stamp(path), "index_base": int(index_base),
+              "columns": [c if isinstance(c, str) else int(c) for c in columns],
+              # a shape given, not the largest indices': a call without --shape reads
+              # the file as another matrix, and must not reuse this one
+              "shape_given": bool(shape_given)}
+    if kept is not None:
+        # another matrix than the file's: a call without the option must not reuse it
+        source.update(drop_empty_columns=True, file_shape=[int(s) for s in file_shape])
     try:
-        g = create_sparse_group(
-            dst, scan.shape, indptr, edges, overwrite=overwrite,
-            source={"kind": "triplets", **file_stamp(path),
-                    "index_base": int(index_base),
-                    "columns": [c if isinstance(c, str) else int(c) for c in columns],
-                    # a shape given, not the largest indices': a call without --shape
-                    # reads the file as another matrix, and must not reuse this one
-                    "shape_given": bool(shape_given)},
-            extra={"n_nan_dropped": int(scan.n_nan)})
-        _name_by_file_ids(g, scan.shape, index_base)
+        g = create_sparse_group(dst, scan.shape, indptr, edges, overwrite=overwrite,
+                                source=source, extra={"n_nan_dropped": int(scan.n_nan)})
+        _name_by_file_ids(g, scan.shape, index_base, kept)
         bar = _progress(scan.nnz, f"writing {os.path.basename(os.fspath(dst))}", "entry",
                         quiet)
         try:
             for b in range(len(edges) - 1):
-                rows, vals = _sorted_block(path, tmp, b, edges[b], indptr, index_base)
+                rows, vals = _sorted_block(path, tmp, b, edges[b], indptr, index_base, kept)
                 write_block(g, b, rows, vals)
                 bar.update(rows.size)
         finally:
@@ -553,27 +568,35 @@ def _write_buckets(path, dst, scan, edges, indptr, index_base, columns, overwrit
         raise
 
 
-def _name_by_file_ids(g, shape, index_base):
+def _name_by_file_ids(g, shape, index_base, kept=None):
     """A file that counts from ``index_base`` != 0 (MovieLens: 1) names the store's rows
     and columns by its own ids, so that a fit's summary shows item 100 where the store's
-    column 99 was selected (the positions alone read as the wrong items). Up to
-    COLUMN_NAMES_MAX of each (they live in the JSON attributes)."""
+    column 99 was selected (the positions alone read as the wrong items); so does a
+    store that left out empty columns (``kept``: the file's columns it holds), whatever
+    the base. Up to COLUMN_NAMES_MAX of each (they live in the JSON attributes)."""
     from .._attrs import COLUMN_NAMES_ATTR, COLUMN_NAMES_MAX, ROW_NAMES_ATTR
 
-    if not index_base:
-        return
-    for attr, n in ((ROW_NAMES_ATTR, shape[0]), (COLUMN_NAMES_ATTR, shape[1])):
-        if n <= COLUMN_NAMES_MAX:
-            g.attrs[attr] = [str(i + int(index_base)) for i in range(int(n))]
+    base = int(index_base)
+    if base and shape[0] <= COLUMN_NAMES_MAX:
+        g.attrs[ROW_NAMES_ATTR] = [str(i + base) for i in range(int(shape[0]))]
+    if (base or kept is not None) and shape[1] <= COLUMN_NAMES_MAX:
+        ids = np.arange(int(shape[1])) if kept is None else np.asarray(kept)
+        g.attrs[COLUMN_NAMES_ATTR] = [str(int(i) + base) for i in ids]
 
 
-def _bucket(path, sep, columns, header, index_base, shape, edges, tmp, quiet):
-    """Second pass: every entry appended to the bucket file of its column block."""
+def _bucket(path, sep, columns, header, index_base, shape, edges, tmp, quiet, kept=None):
+    """Second pass: every entry appended to the bucket file of its column block.
+    ``kept``: the file's columns the store holds, renumbered 0, 1, ... (an entry of
+    another column is a NaN: unobserved, left out)."""
     edges_a = np.asarray(edges, dtype=np.int64)
     files = [open(os.path.join(tmp, f"b{b:05d}"), "wb") for b in range(len(edges) - 1)]
     try:
         for nums, r, c, v in _chunks(path, sep, columns, header, quiet):
             ri, ci, v, _ = _checked(path, nums, r, c, v, index_base, shape, keep_nan=True)
+            if kept is not None:
+                pos = np.searchsorted(kept, ci)
+                ok = (pos < kept.size) & (kept[np.minimum(pos, kept.size - 1)] == ci)
+                ri, ci, v = ri[ok], pos[ok], v[ok]
             blk = np.searchsorted(edges_a, ci, side="right") - 1
             order = np.argsort(blk, kind="stable")
             blk_sorted = blk[order]
@@ -587,8 +610,9 @@ def _bucket(path, sep, columns, header, index_base, shape, edges, tmp, quiet):
             f.close()
 
 
-def _sorted_block(path, tmp, b, c0, indptr, index_base):
-    """Block b's entries sorted by (column, row); a repeated (row, column) is refused."""
+def _sorted_block(path, tmp, b, c0, indptr, index_base, kept=None):
+    """Block b's entries sorted by (column, row); a repeated (row, column) is refused
+    (named by the file's ids: ``kept`` maps the store's columns back to them)."""
     rec = np.fromfile(os.path.join(tmp, f"b{b:05d}"), dtype=_REC)
     os.remove(os.path.join(tmp, f"b{b:05d}"))
     order = np.lexsort((rec["r"], rec["c"]))
@@ -596,9 +620,10 @@ def _sorted_block(path, tmp, b, c0, indptr, index_base):
     dup = np.flatnonzero((rec["r"][1:] == rec["r"][:-1]) & (rec["c"][1:] == rec["c"][:-1]))
     if dup.size:
         k = int(dup[0])
+        col = int(rec["c"][k]) if kept is None else int(kept[int(rec["c"][k])])
         raise InputShapeError(
             f"{os.path.basename(path)} gives entry (row {int(rec['r'][k]) + index_base}, "
-            f"column {int(rec['c'][k]) + index_base}) more than once; each (row, column) may "
+            f"column {col + index_base}) more than once; each (row, column) may "
             "appear once: combine the duplicates first (e.g. their mean).")
     rec = rec[~np.isnan(rec["v"])]  # unobserved: checked for repeats above, not stored
     return rec["r"].copy(), rec["v"].copy()

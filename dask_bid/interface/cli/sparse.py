@@ -78,16 +78,26 @@ def add_sparse_options(parser, format_help=FORMAT_HELP):
     parser.add_argument("--index-base", type=int, choices=(0, 1), default=None,
                         help="triplets: index of the first row and column in the file "
                         "(default 0; MovieLens counts from 1)")
+    parser.add_argument("--drop-empty-columns", action="store_true", default=None,
+                        help="triplets: leave out the column ids with no entry (a slice of "
+                        "a ratings file skips items), which a fit refuses; the store's "
+                        "columns are then named by the file's ids")
 
 
-def _triplet_kw(args):
-    return dict(sep=args.sep, columns=args.columns or (0, 1, 2), shape=args.shape,
-                index_base=args.index_base or 0)
+def _triplet_kw(args, scan=False):
+    """The reader's keywords; ``scan``: those of scan_triplets (no column dropped)."""
+    kw = dict(sep=args.sep, columns=args.columns or (0, 1, 2), shape=args.shape,
+              index_base=args.index_base or 0)
+    if not scan:
+        kw["drop_empty_columns"] = bool(getattr(args, "drop_empty_columns", None))
+    return kw
 
 
 def _given_triplet_options(args):
     return [flag for flag, v in (("--sep", args.sep), ("--columns", args.columns),
-                                 ("--shape", args.shape), ("--index-base", args.index_base))
+                                 ("--shape", args.shape), ("--index-base", args.index_base),
+                                 ("--drop-empty-columns",
+                                  getattr(args, "drop_empty_columns", None)))
             if v is not None]
 
 
@@ -223,9 +233,11 @@ def _refuse_another_conversion(dst, src, args):
                        "--overwrite to convert it again (fits of the earlier version then "
                        "no longer resume), or choose another --out folder.")
     kw = _triplet_kw(args)
-    given = meta.get("shape") if s.get("shape_given", True) else None
-    before = _options_text(s.get("index_base"), s.get("columns"), given)
-    now = _options_text(kw["index_base"], kw["columns"], kw["shape"])
+    given = s.get("file_shape", meta.get("shape")) if s.get("shape_given", True) else None
+    before = _options_text(s.get("index_base"), s.get("columns"), given,
+                           s.get("drop_empty_columns"))
+    now = _options_text(kw["index_base"], kw["columns"], kw["shape"],
+                        kw["drop_empty_columns"])
     if kw["shape"] is None and given:
         now += " and no --shape (the largest indices set the shape)"
     raise CLIError(f"{dst!r} was converted from {src!r} with {before}, and this call reads it "
@@ -233,10 +245,11 @@ def _refuse_another_conversion(dst, src, args):
                    "as before.")
 
 
-def _options_text(index_base, columns, shape):
+def _options_text(index_base, columns, shape, drop_empty=False):
     cols = ",".join(str(int(c) + 1) for c in (columns or (0, 1, 2)))
     text = f"--index-base {index_base or 0} --columns {cols}"
-    return text + (f" --shape {shape[0]},{shape[1]}" if shape else "")
+    text += f" --shape {shape[0]},{shape[1]}" if shape else ""
+    return text + (" --drop-empty-columns" if drop_empty else "")
 
 
 def _check_empty_columns(dst, src, args, made):
@@ -263,9 +276,9 @@ def _check_empty_columns(dst, src, args, made):
         # column ids the file skips (a slice of MovieLens): the fit refused them late, in
         # store positions, with Python advice
         why = (f"{src!r} has no entry in column(s) {file_ids(empty, args)} ({empty.size} "
-               "in all), and a column with no entry cannot be fitted: renumber the file's "
-               "columns consecutively over those with entries (its ids 1..N or 0..N-1 "
-               "skip none), or fit a file with an entry in every column.")
+               "in all), and a column with no entry cannot be fitted: pass "
+               "--drop-empty-columns to leave them out (the columns are then named by "
+               "the file's ids).")
     else:
         return
     if made:
@@ -314,10 +327,11 @@ def _reusable(dst, src, args):
     # shape (possibly larger) is another matrix (stores made before "shape_given" was
     # recorded are taken as made without one, as they were reused)
     same_shape = (not s.get("shape_given") if kw["shape"] is None
-                  else list(kw["shape"]) == meta.get("shape"))
+                  else list(kw["shape"]) == s.get("file_shape", meta.get("shape")))
     return (s.get("kind") == "triplets" and same_file(s, src)
             and s.get("index_base") == kw["index_base"]
-            and s.get("columns") == list(kw["columns"]) and same_shape)
+            and s.get("columns") == list(kw["columns"]) and same_shape
+            and bool(s.get("drop_empty_columns")) == kw["drop_empty_columns"])
 
 
 def describe_sparse(args):
@@ -330,14 +344,15 @@ def describe_sparse(args):
     if args.format == "triplets":
         from ..sparse_io import scan_triplets
 
-        scan = scan_triplets(path, quiet=True, **_triplet_kw(args))
+        scan = scan_triplets(path, quiet=True, **_triplet_kw(args, scan=True))
         return {"kind": "triplet file", "path": path, "shape": list(scan.shape),
                 "n_observed": scan.nnz, "n_nan_dropped": scan.n_nan, "header": scan.header,
                 "file_size": os.path.getsize(path),
                 "column_0_empty": bool(args.index_base is None and scan.counts.size
                                        and scan.counts[0] == 0),
                 "empty_columns": np.flatnonzero(scan.counts == 0).tolist(),
-                "index_base": int(args.index_base or 0)}
+                "index_base": int(args.index_base or 0),
+                "drop_empty": bool(getattr(args, "drop_empty_columns", None))}
     if not is_sparse_store(path):
         return None
     from ...engine.zarr_io import stored_column_names
@@ -372,8 +387,11 @@ def sparse_info_lines(info):
             empty = info["empty_columns"]
             shown = ", ".join(str(c + info["index_base"]) for c in empty[:5])
             lines.append(f"  empty      {len(empty)} column(s) without an entry ({shown}"
-                         f"{', ...' if len(empty) > 5 else ''}; the file's ids): a fit "
-                         "refuses them (renumber the columns over those with entries)")
+                         f"{', ...' if len(empty) > 5 else ''}; the file's ids): " + (
+                             f"left out by --drop-empty-columns (the store has {N - len(empty)}"
+                             " columns, named by the file's ids)" if info.get("drop_empty")
+                             else "a fit refuses them (--drop-empty-columns leaves them "
+                             "out)"))
     else:
         lines.append(f"  layout     {info['format']}, {info['n_blocks']} column block(s)")
         src = info.get("source") or {}
