@@ -186,6 +186,8 @@ def test_sep_space_alone_reads_triplets_as_whitespace_fields(tmp_path, capsys):
         out = capsys.readouterr().out
         assert f"{name}: triplet file" in out and "shape      40 x 12" in out, out
         assert f"observed   {int((~np.isnan(A)).sum())} of 480" in out
+        # the fit it advises reads the file as info did
+        assert "`dask-bid fit FILE --format triplets --sep space --missing mask`" in out
 
 
 def test_columns_a_file_skips_are_refused_before_the_fit_in_the_files_ids(tmp_path, capsys):

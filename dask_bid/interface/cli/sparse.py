@@ -93,6 +93,20 @@ def _triplet_kw(args, scan=False):
     return kw
 
 
+def _shown_option(flag, args) -> str:
+    """A given triplet option's value as typed on the command line."""
+    if flag == "--sep":
+        return {"\t": "tab", WHITESPACE: "space"}.get(args.sep, repr(args.sep) if
+                                                        args.sep == " " else args.sep)
+    if flag == "--columns":
+        return ",".join(str(int(c) + 1) for c in args.columns)
+    if flag == "--shape":
+        return f"{args.shape[0]},{args.shape[1]}"
+    if flag == "--index-base":
+        return str(args.index_base)
+    return ""  # a switch
+
+
 def _given_triplet_options(args):
     return [flag for flag, v in (("--sep", args.sep), ("--columns", args.columns),
                                  ("--shape", args.shape), ("--index-base", args.index_base),
@@ -352,7 +366,10 @@ def describe_sparse(args):
                                        and scan.counts[0] == 0),
                 "empty_columns": np.flatnonzero(scan.counts == 0).tolist(),
                 "index_base": int(args.index_base or 0),
-                "drop_empty": bool(getattr(args, "drop_empty_columns", None))}
+                "drop_empty": bool(getattr(args, "drop_empty_columns", None)),
+                # the options this reading took, for the fit it advises
+                "options": "".join(f" {flag} {_shown_option(flag, args)}".rstrip()
+                                   for flag in _given_triplet_options(args))}
     if not is_sparse_store(path):
         return None
     from ...engine.zarr_io import stored_column_names
@@ -378,8 +395,8 @@ def sparse_info_lines(info):
     if info["kind"] == "triplet file":
         lines.append(f"  size       {human_bytes(info['file_size'])} on disk"
                      + (", one header line" if info["header"] else ""))
-        lines.append("  note       `dask-bid fit FILE --format triplets --missing mask` "
-                     "converts it to a sparse store next to --out")
+        lines.append(f"  note       `dask-bid fit FILE --format triplets{info.get('options', '')}"
+                     " --missing mask` converts it to a sparse store next to --out")
         if info.get("column_0_empty"):
             lines.append("  note       column 0 holds no entry: the file counts from 1? Then "
                          "pass --index-base 1 (read here from 0, the default)")
