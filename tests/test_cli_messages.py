@@ -699,6 +699,18 @@ def test_error_k_refuses_fits_of_different_inputs(tmp_path, capsys):
     assert_one_line_error(capsys.readouterr().err, "one matrix", "40 x 10", "40 x 8")
     assert main(["plot", outs["a1"], outs["c2"], "--kind", "error-k", "--out", png]) == 2
     assert_one_line_error(capsys.readouterr().err, "one matrix", "Plot them separately")
+    # with per-result kinds too: refused before any figure is drawn (they were written,
+    # and the refusal did not say so)
+    before = set(tmp_path.iterdir())
+    assert main(["plot", outs["a1"], outs["b2"], "--kind", "trace,error-k", "--out",
+                 str(tmp_path / "x")]) == 2
+    assert_one_line_error(capsys.readouterr().err, "one matrix")
+    assert set(tmp_path.iterdir()) == before
+    # a stem ending in .PNG: dropped for the per-result figures, and used as is for
+    # error-k, as for .png (it wrote Fig.PNG.error-k.png)
+    assert main(["plot", outs["a1"], "--kind", "trace,error-k", "--out",
+                 str(tmp_path / "Fig.PNG"), "-q"]) == 0
+    assert {p.name for p in set(tmp_path.iterdir()) - before} == {"Fig.trace.png", "Fig.PNG"}
 
 
 # ----------------------------------------------------------------------------- help

@@ -261,6 +261,40 @@ def test_clear_error_without_arviz(easy, monkeypatch):
         summary(easy)
 
 
+def test_a_package_arviz_needs_is_named_not_arviz(easy, monkeypatch):
+    """ArviZ installed, a package it imports missing (pandas, matplotlib): said so (the
+    message said ArviZ was not installed)."""
+    import builtins
+
+    real = builtins.__import__
+
+    def failing(name, *args, **kw):
+        if name == "arviz":
+            raise ModuleNotFoundError("No module named 'pandas'", name="pandas")
+        return real(name, *args, **kw)
+
+    monkeypatch.delitem(sys.modules, "arviz", raising=False)
+    monkeypatch.setattr(builtins, "__import__", failing)
+    for f in (summary, to_inference_data):
+        with pytest.raises(ImportError, match="ArviZ is installed but cannot be imported: a "
+                                              "package it needs, 'pandas', is missing"):
+            f(easy)
+
+
+def test_summary_refuses_an_unknown_rhat_method(easy):
+    """Refused before anything is computed, so for one chain too, where R-hat is never
+    computed (it was accepted there; with several chains ArviZ raised a TypeError)."""
+    from dask_bid import ParameterError
+
+    A, _ = planted(30, 12, 2, 0.3, seed=0)
+    one = bayesian_id(A, 2, n_iter=40, burn_in=10, random_state=0)
+    for res in (easy, one):
+        with pytest.raises(ParameterError, match="method='bogus' is not an R-hat method; "
+                                                 "choose one of 'rank', 'split'"):
+            summary(res, method="bogus")
+    assert summary(one, method="split").shape[0] > 0
+
+
 # ----------------------------------------------------------------------------- the check
 
 def _ar1(rng, n_chains, n_draws, phi, shift=0.0):

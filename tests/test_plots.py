@@ -1,5 +1,6 @@
 """Plots: what they draw, that they write PNG files, and lazy / optional matplotlib."""
 
+import re
 import subprocess
 import sys
 import warnings
@@ -65,7 +66,9 @@ def test_trace_draws_every_chain(fit, tmp_path):
         assert len(lines) == res.n_chains
         for c, line in enumerate(lines):
             np.testing.assert_array_equal(line.get_ydata(), res.trace[field][c])
-            np.testing.assert_array_equal(line.get_xdata(), np.arange(1, 121))
+            # numbered from 0 as the retained draws (ArviZ's "draw"): the first one,
+            # iteration burn_in = 20, on the burn-in band's right edge
+            np.testing.assert_array_equal(line.get_xdata(), np.arange(120))
         y = res.trace[field]
         assert ax.get_yscale() == ("log" if y.max() > 10 * y.min() else "linear")
     save(axes, tmp_path / "trace.png")
@@ -150,6 +153,13 @@ def test_autocorrelation_without_usable_w_draws(fit):
     with pytest.raises(ParameterError, match=r"no retained draw has the reported basis \(the "
                        r"lowest SSE the chains visited, in the burn-in only\)"):
         plot_autocorrelation(unseen)
+    # every traced column in the basis, where W is the identity: said so (it said no
+    # chain kept more than 17 consecutive draws with the basis, of 20 that all had it)
+    basis = bayesian_id(A, 3, n_iter=30, burn_in=10, thin=1, random_state=0,
+                        trace_columns=list(traced.columns))
+    assert sorted(basis.draws_w["columns"]) == sorted(basis.columns)
+    with pytest.raises(ParameterError, match="every traced column is in the reported basis"):
+        plot_autocorrelation(basis)
 
 
 def test_too_few_draws_for_an_autocorrelation_say_so_and_the_cli_draws_the_rest(
@@ -242,6 +252,46 @@ def test_inclusion_names_the_columns_with_the_names_the_fit_kept(fit):
     wide.feature_names = names + [f"x{j}" for j in range(40)]
     ax = plot_inclusion(wide)
     assert sorted(t.get_text() for t in ax.texts) == sorted(names[c] for c in res.columns)
+
+
+def test_inclusion_checks_planted_first_and_takes_names(fit):
+    """planted=[40] of 40 columns raised a raw IndexError, [-1] marked the last column,
+    a name raised int()'s ValueError, each leaving an empty figure open; names of a
+    fit with names are read as trace_columns reads them."""
+    A, J, res = fit
+    for bad, words in ([40], "40 is not a column of A (integers 0 to 39"), \
+            ([-1], "-1 is not a column of A"), (["f08"], "planted names columns ('f08')"):
+        n_figs = len(plt.get_fignums())
+        with pytest.raises(ParameterError, match=re.escape(words)):
+            plot_inclusion(res, planted=bad)
+        assert len(plt.get_fignums()) == n_figs  # no figure left behind
+    ax = plot_inclusion(res, planted=np.asarray(J))
+    marked = [ln for ln in ax.get_lines() if ln.get_label() == "planted"][0]
+    np.testing.assert_array_equal(marked.get_xdata(), J)
+    named = bayesian_id(A, 3, n_iter=20, burn_in=5, random_state=0,
+                        feature_names=[f"f{j:02d}" for j in range(40)])
+    ax = plot_inclusion(named, planted=["f08", "f03"])
+    marked = [ln for ln in ax.get_lines() if ln.get_label() == "planted"][0]
+    np.testing.assert_array_equal(marked.get_xdata(), [8, 3])
+
+
+def test_error_vs_k_takes_one_fit_or_any_collection_and_labels_mixed_measures(fit):
+    """A single result, an object array or a generator of fits were called "a matrix";
+    with observed=True a fit without an observed-entries MSE (a baseline of the filled
+    matrix) is labelled as the MSE over all entries, not passed off as the axis's."""
+    A, _, res = fit
+    rid = RandomizedID(3, random_state=0).fit(A)
+    for given in (res, np.array([res, rid], dtype=object), (f for f in [res, rid])):
+        ax = plot_error_vs_k(given)
+        assert {ln.get_label() for ln in ax.get_lines()} <= {"GBT", "RID"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        masked = bayesian_id(np.where(A > 1.0, np.nan, A), 3, missing="mask", n_iter=30,
+                             burn_in=10, random_state=0)
+    ax = plot_error_vs_k([masked, rid], observed=True)
+    labels = {ln.get_label(): ln.get_ydata()[0] for ln in ax.get_lines()}
+    assert labels == {"GBT": pytest.approx(masked.mse_observed),
+                      "RID (all entries)": pytest.approx(rid.mse_)}
 
 
 def test_a_grid_with_a_k_out_of_range_is_refused_before_any_fit(fit):

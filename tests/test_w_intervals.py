@@ -166,6 +166,10 @@ def test_trace_columns_by_name(planted):
     with pytest.raises(ParameterError, match=r"2 columns are named 'c0' \(columns 0, 1\)"):
         _fit(twin, 2, trace_columns=["c0"])
     np.testing.assert_array_equal(_fit(twin, 2, trace_columns=[1]).draws_w["columns"], [1])
+    many = df.rename(columns={f"c{j}": "b" for j in range(6)})  # six of them: 5 shown, ...
+    with pytest.raises(ParameterError, match=r"6 columns are named 'b' \(columns 0, 1, 2, 3, "
+                                             r"4, \.\.\.\)"):
+        _fit(many, 2, trace_columns=["b"])
 
 
 def test_an_interval_of_draws_beyond_float64_is_infinite_not_nan():

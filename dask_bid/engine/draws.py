@@ -50,6 +50,14 @@ def import_arviz():
             warnings.simplefilter("ignore", FutureWarning)
             import arviz
     except ImportError as exc:
+        missing = getattr(exc, "name", None) or ""
+        if missing and missing.split(".")[0] != "arviz":
+            # ArviZ is there, a package it imports is not (matplotlib, pandas, xarray):
+            # "ArviZ is not installed" sent the user to install what they had
+            raise ImportError(
+                f"ArviZ is installed but cannot be imported: a package it needs, "
+                f"{missing.split('.')[0]!r}, is missing ({exc}). Install it, or reinstall "
+                'the extra: pip install "dask_bid[arviz]".') from exc
         raise ImportError(_INSTALL_HINT) from exc
     major = int(str(getattr(arviz, "__version__", "0")).split(".")[0] or 0)
     if major >= 1:

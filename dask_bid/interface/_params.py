@@ -149,9 +149,10 @@ def columns_by_name(value, names, what="trace_columns"):
     for c in wanted:  # a name two columns share says neither (it took the first)
         at = [j for j, n in enumerate(names) if str(n) == c]
         if len(at) > 1:
+            shown = ", ".join(map(str, at[:5])) + (", ..." if len(at) > 5 else "")
             raise ParameterError(f"{what}: {len(at)} columns are named {c!r} (columns "
-                                 f"{', '.join(map(str, at[:5]))}): give the column index "
-                                 "instead, or give the columns distinct names.")
+                                 f"{shown}): give the column index instead, or give the "
+                                 "columns distinct names.")
     return [where[c] if isinstance(c, str) else c for c in value]
 
 

@@ -58,6 +58,10 @@ def _rhat_ess(az, x, method):
     return r, eb, et
 
 
+#: ``arviz.rhat``'s methods (ArviZ 0.x)
+RHAT_METHODS = ("rank", "split", "folded", "z_scale", "identity")
+
+
 def summary(result, *, var_names=None, method="rank"):
     """Posterior mean, sd, split R-hat and effective sample sizes per quantity.
 
@@ -69,7 +73,9 @@ def summary(result, *, var_names=None, method="rank"):
         is over the observed entries with ``missing="mask"``.
     method : str, default="rank"
         R-hat variant passed to ``arviz.rhat``: ``"rank"`` is the rank-normalised
-        split R-hat of Vehtari et al. (2021); ``"split"`` the classic split R-hat.
+        split R-hat of Vehtari et al. (2021); ``"split"`` the classic split R-hat; also
+        ``"folded"``, ``"z_scale"``, ``"identity"``. Another value is refused
+        (``ParameterError``).
 
     Returns
     -------
@@ -94,6 +100,13 @@ def summary(result, *, var_names=None, method="rank"):
     except ImportError as exc:  # arviz 0.x depends on pandas: a broken install
         raise ImportError('summary() returns a pandas DataFrame and pandas is not installed: '
                           'pip install "dask_bid[arviz]" (ArviZ brings pandas).') from exc
+    if method not in RHAT_METHODS:
+        from .._errors import ParameterError
+
+        # checked here: with one chain R-hat is never computed, and any method passed;
+        # with several ArviZ raised its own TypeError
+        raise ParameterError(f"method={method!r} is not an R-hat method; choose one of "
+                             f"{', '.join(map(repr, RHAT_METHODS))}.")
     res = _as_result(result)
     if isinstance(var_names, str):  # one name, as ArviZ takes it
         var_names = [var_names]

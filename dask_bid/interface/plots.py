@@ -94,7 +94,10 @@ def plot_trace(result, ax=None, *, which=("mse", "sigma2"), log=True, burn_in=Tr
     # a masked fit's trace is the SSE over the observed entries per observed entry
     labels = {"mse": "MSE (observed entries)" if masked else "MSE", "sigma2": r"$\sigma^2$"}
     n_chains, n_iter = res.trace.shape
-    its = np.arange(1, n_iter + 1)
+    # iterations counted from 0, as the retained draws' numbers (ArviZ's "draw"): the
+    # first retained draw, iteration burn_in, sits on the burn-in band's edge (it was
+    # drawn one to the right of it)
+    its = np.arange(n_iter)
     b = int(res.params.get("burn_in", 0))
     for a, field in zip(axes_arr, which, strict=True):
         for c in range(n_chains):
@@ -230,6 +233,15 @@ def plot_autocorrelation(result, ax=None, *, max_lag=None, quantity="W", thresho
             "no W draws to correlate: the fit kept no column's W draws (n_trace_columns=0 "
             "and no trace_columns). Use quantity='sigma2', or fit with n_trace_columns > 0 "
             "or trace_columns=[...].")
+    all_in_basis = traced and not (set(int(c) for c in np.ravel(res.draws_w["columns"]))
+                                - set(int(j) for j in res.columns))
+    if allr.shape[0] == 0 and quantity == "W" and all_in_basis:
+        # W at a basis column is the identity, never a draw: only the traced columns
+        # outside the basis have W draws (it said no chain kept enough draws, of 300)
+        raise ParameterError(
+            "no W draws to correlate: every traced column is in the reported basis, where "
+            "W is the identity. Use quantity='sigma2', or trace other columns "
+            "(trace_columns=[...] outside the basis, or a larger n_trace_columns).")
     if allr.shape[0] == 0 and quantity == "W" and not res.n_draws_point:
         # (it said "no chain kept more than 41 consecutive draws" of a basis none had)
         raise ParameterError(
@@ -291,10 +303,18 @@ def plot_inclusion(result, ax=None, *, planted=None, labels=None):
     -------
     Axes
     """
+    from .._errors import ParameterError
+
     res = _as_result(result)
     p = np.asarray(res.inclusion_probability, dtype=np.float64)
     N = p.size
-    ax = _new_axes(ax)
+    if labels is None:
+        labels = getattr(res, "feature_names", None)
+    if labels is not None and len(labels) != N:
+        raise ParameterError(f"labels has {len(labels)} names for the {N} columns of A; "
+                             "pass one name per column.")
+    pl = None if planted is None else _planted_columns(planted, res, N)
+    ax = _new_axes(ax)  # after the checks: a refusal left an empty figure open
     x = np.arange(N)
     ax.vlines(x, 0, p, color="0.55", lw=1.0 if N <= 500 else 0.5)
     from ..engine.convergence import inclusion_mcse
@@ -311,8 +331,7 @@ def plot_inclusion(result, ax=None, *, planted=None, labels=None):
                     elinewidth=1.0, capsize=2, label="± 2 MCSE")
     cols = np.asarray(res.columns)
     ax.plot(cols, p[cols], "o", color="C0", ms=5, label="reported columns")
-    if planted is not None:
-        pl = np.asarray(planted, dtype=np.int64)
+    if pl is not None:
         ax.plot(pl, p[pl], "o", mfc="none", mec="C3", ms=9, mew=1.5, label="planted")
     ax.set_xlim(-0.5, N - 0.5)
     ax.set_ylim(0, 1.05)
@@ -320,26 +339,45 @@ def plot_inclusion(result, ax=None, *, planted=None, labels=None):
     ax.set_ylabel("inclusion probability")
     ax.set_title(f"inclusion probability (K = {cols.size}, {res.draws_columns.shape[0]} "
                  f"chain{'s' if res.draws_columns.shape[0] > 1 else ''})")
-    if labels is None:
-        labels = getattr(res, "feature_names", None)
-    if labels is not None and len(labels) != N:
-        from .._errors import ParameterError
-
-        raise ParameterError(f"labels has {len(labels)} names for the {N} columns of A; "
-                             "pass one name per column.")
     if labels is not None and N <= 60:
         ax.set_xticks(x)
         ax.set_xticklabels(list(labels), rotation=90, fontsize="small")
     elif labels is not None and cols.size <= 20:
         for c in cols:
+            # above a low point, below a high one: above p near 1 a name ran out of the
+            # axes into the title
+            high = p[c] > 0.6
             ax.annotate(str(labels[int(c)]), (c, p[c]), textcoords="offset points",
-                        xytext=(0, 6), ha="center", fontsize="x-small", rotation=90)
+                        xytext=(0, -6 if high else 6), ha="center",
+                        va="top" if high else "bottom", fontsize="x-small", rotation=90)
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(loc="best", fontsize="small", framealpha=0.9)
     return ax
 
 
 # ----------------------------------------------------------------------------- error vs K
+
+def _planted_columns(planted, res, N) -> np.ndarray:
+    """``planted`` as column indices: integers in [0, N), or the fit's column names (a
+    raw IndexError, a silent -1 for the last column, and int('f08') before)."""
+    from .._errors import ParameterError
+    from ._params import columns_by_name
+
+    cols = columns_by_name(np.ravel(np.asarray(planted, dtype=object)).tolist(),
+                           getattr(res, "feature_names", None), what="planted")
+    bad = [c for c in cols if not isinstance(c, (int, np.integer)) or not 0 <= int(c) < N]
+    if bad:
+        raise ParameterError(f"planted: {bad[0]!r} is not a column of A (integers 0 to "
+                             f"{N - 1}, or the fit's column names).")
+    return np.asarray(cols, dtype=np.int64)
+
+
+def _is_fit(obj) -> bool:
+    """A BIDResult or a fitted estimator (not a matrix, nor a list of fits)."""
+    from .result import BIDResult
+
+    return isinstance(obj, BIDResult) or hasattr(obj, "columns_")
+
 
 def _k_and_mse(obj):
     """(family, K, mse) of a BIDResult, BayesianID, RandomizedID or open_result object."""
@@ -446,7 +484,9 @@ def plot_error_vs_k(results, k_values=None, ax=None, *, baseline="randomized",
     baseline : {"randomized", "cpqr", None}
         Only used when fitting.
     observed : bool, default=False
-        Plot the MSE over observed entries (``mse_observed``) where a fit has it.
+        Plot the MSE over observed entries (``mse_observed``) where a fit has it; a fit
+        without it (a baseline fitted on the filled matrix) keeps its MSE over all
+        entries, its line labelled "(all entries)".
 
     Returns
     -------
@@ -454,8 +494,13 @@ def plot_error_vs_k(results, k_values=None, ax=None, *, baseline="randomized",
     """
     from .._errors import ParameterError
 
-    if isinstance(results, (list, tuple)):
-        fits = list(results)
+    if _is_fit(results):  # one fit: a point (it was called "a matrix")
+        fits = [results]
+    elif isinstance(results, (list, tuple)) or (
+            isinstance(results, np.ndarray) and results.dtype == object) or (
+            hasattr(results, "__next__")):  # a list, an object array or a generator of fits
+        fits = list(np.ravel(np.asarray(list(results) if hasattr(results, "__next__")
+                                        else results, dtype=object)))
     else:
         if k_values is None:
             raise ParameterError("plot_error_vs_k got a matrix: pass k_values, the ranks K "
@@ -469,7 +514,13 @@ def plot_error_vs_k(results, k_values=None, ax=None, *, baseline="randomized",
         if observed:
             r = f if not hasattr(f, "result_") else f.result_
             mo = getattr(r, "mse_observed", None)
-            mse = mse if mo is None else float(mo)
+            if mo is None:
+                # a fit without an observed-entries MSE (a baseline of the filled
+                # matrix): its MSE over all entries, said in its label, not passed off as
+                # the axis's measure
+                fam += " (all entries)"
+            else:
+                mse = float(mo)
         series.setdefault(fam, []).append((k, mse))
     ax = _new_axes(ax)
     markers = "osD^v<>"

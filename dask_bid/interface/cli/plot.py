@@ -112,8 +112,9 @@ def run(args):
     stems = _stems(args.out, args.results) if single else []
     target = None
     if "error-k" in kinds:
+        # a name ending in .png (any case, as _stems reads it) is used as is
         target = (args.out or plot_stem(args.results[0])) + ".error-k.png" \
-            if not (args.out or "").endswith(".png") else args.out
+            if not (args.out or "").lower().endswith(".png") else args.out
     # every file this command would write, checked before anything is read or drawn
     files = [p for s in stems for p in plot_paths(single, s)] + ([target] if target else [])
     hidden = [os.path.basename(f) for f in files if os.path.basename(f).startswith(".")]
@@ -121,6 +122,10 @@ def run(args):
         raise CLIError(f"--out {args.out!r} names hidden files ({hidden[0]}): --out is the "
                        "figures' file stem, e.g. --out fit writes fit.trace.png.")
     check_png_replaceable(files)
+    if "error-k" in kinds:
+        # before any figure is drawn: refused after them, the per-result figures were
+        # written and the refusal did not say so
+        check_same_input([str(p) for p in args.results])
     results = [read_result(p) for p in args.results]
     written, skipped = [], []
     for stem, res in zip(stems, results, strict=True) if single else ():
@@ -128,7 +133,6 @@ def run(args):
         written += done
         skipped += [(f"{stem}.{kind}.png", why) for kind, why in missed]
     if "error-k" in kinds:
-        check_same_input([str(p) for p in args.results])
         ax = error_k_axes(results)
         save_png(ax.figure, target, dpi=110, bbox_inches="tight")
         plots.close(ax.figure)
