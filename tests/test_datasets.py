@@ -199,6 +199,29 @@ def test_other_dataset_folder_is_rejected(shared_data_dir):
         load_ctrp_ec50(shared_data_dir / "ccle_ec50")
 
 
+def test_a_blank_line_within_a_label_file_is_refused(tmp_path):
+    from dask_bid._errors import CorruptStoreError
+    from dask_bid.datasets._loaders import _read_labels
+
+    f = tmp_path / "drugs.txt"
+    f.write_text("a\tA\n\nc\tC\n\n")  # a trailing blank line is fine, one within is not
+    with pytest.raises(CorruptStoreError, match="drugs.txt', line 2, is blank"):
+        _read_labels("x", f, 3, "drug")
+    f.write_text("a\tA\nb\nc\tC\n\n")
+    assert _read_labels("x", f, 3, "drug") == ["A", "b", "C"]
+
+
+def test_another_datasets_folder_without_the_file_is_said_as_such(tmp_path):
+    """A folder named for another dataset that holds no file of this one: it said "its
+    'u.data' is ccle_ec50's" of a folder without u.data."""
+    d = tmp_path / "ccle_ec50"
+    d.mkdir()
+    (d / "ec50.txt").write_text("1\t2\n")
+    with pytest.raises(StoreNotFoundError, match="is the folder of ccle_ec50, which holds no "
+                                                 "'u.data': pass the 'movielens_100k' folder"):
+        load_movielens_100k(d)
+
+
 def test_paper_spec_shapes_match_loaders(shared_data_dir):
     for name in REAL:
         ds = load_dataset(name, shared_data_dir, n_copies=1)

@@ -117,11 +117,15 @@ def _resolve(name: str, directory: Any) -> Path:
     if found is None:
         layout = _LAYOUTS[name]
         other = next((n for n, lay in _LAYOUTS.items() if lay.folder == d.name), None)
-        if other is not None:  # it holds the file looked for, of another dataset
+        if other is not None:  # the folder of another dataset, passed by mistake
+            mine = (d / layout.matrix).is_file()
+            # (it said "its 'u.data' is ccle_ec50's" of a folder with no u.data)
+            held = (f" (its {layout.matrix!r} is {other}'s)" if mine else
+                    f", which holds no {layout.matrix!r}")
             raise StoreNotFoundError(
-                f"{name}: {str(d)!r} is the folder of {other} (its {layout.matrix!r} is "
-                f"{other}'s): pass the '{layout.folder}' folder, or the shared data folder "
-                f"that holds it ({_README_HINT}).")
+                f"{name}: {str(d)!r} is the folder of {other}{held}: pass the "
+                f"'{layout.folder}' folder, or the shared data folder that holds it "
+                f"({_README_HINT}).")
         raise StoreNotFoundError(
             f"{name}: no dataset folder found; looked for {str(d / layout.folder)!r} and "
             f"for {str(d / layout.matrix)!r}. Pass the shared data folder or the "
@@ -173,10 +177,17 @@ def _read_labels(name: str, path: Path, expected: int, what: str) -> list[str]:
     while lines and not lines[-1].strip():
         lines.pop()
     labels = []
-    for line in lines:
+    for i, line in enumerate(lines, start=1):
         fields = line.split("\t")
         label = fields[1].strip() if len(fields) > 1 else ""
-        labels.append(label if label else fields[0].strip())
+        label = label if label else fields[0].strip()
+        if not label:
+            # a blank line within the file: an empty label, which shifted every later
+            # name by one against the matrix when the count still matched
+            raise CorruptStoreError(
+                f"{name}: {str(path)!r}, line {i}, is blank: every {what} needs its label "
+                "(one per line, in the matrix's order); remove the blank line or name it")
+        labels.append(label)
     if len(labels) != expected:
         raise CorruptStoreError(
             f"{name}: {str(path)!r} has {len(labels)} {what} labels but the matrix has "
