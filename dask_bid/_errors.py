@@ -144,7 +144,7 @@ def sklearn_flavoured(cls):
     base = getattr(mod, cls.__name__, None) if mod is not None else None
     if not isinstance(base, type) or issubclass(cls, base):
         return cls
-    name = f"_Sklearn{cls.__name__}"
+    name = _SKLEARN_PREFIX + cls.__name__
     both = globals().get(name)
     if both is None or base not in both.__mro__:
         # named in this module so that pickle finds it (an error sent between processes)
@@ -153,3 +153,21 @@ def sklearn_flavoured(cls):
                                                 "__qualname__": name, "__doc__": cls.__doc__})
         globals()[name] = both
     return both
+
+
+_SKLEARN_PREFIX = "_Sklearn"
+
+
+def __getattr__(name):
+    # unpickling a scikit-learn flavoured error or warning in another process (a Dask
+    # worker, a notebook restarted): made there as it was here, importing scikit-learn's
+    # module (it was "Can't get attribute '_SklearnNotFittedError'")
+    base = globals().get(name[len(_SKLEARN_PREFIX):]) if name.startswith(_SKLEARN_PREFIX) \
+        else None
+    if isinstance(base, type):
+        import sklearn.exceptions  # noqa: F401
+
+        made = sklearn_flavoured(base)
+        if made is not base:
+            return made
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

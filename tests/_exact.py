@@ -50,12 +50,13 @@ def _log_joint(A, K, priors, n_quad, n_sigma, log_s2_range, mask=None):
     obs = np.ones((M, N)) if mask is None else np.asarray(mask, dtype=np.float64)
     n_obs = obs.sum()
     a, b = priors.a, priors.b
-    x0, w0 = special.roots_legendre(n_quad)
-    # P(w > 0) integrates a step at 0: exact on the nodes only when 0 is the midpoint of
-    # [a, b] (no node there, symmetric nodes); otherwise the rule is split at 0, each side
-    # its own n_quad nodes (one rule over (-0.5, 2) was off by a node's width: 0.226 for
-    # 0.2425, a false |z| of 4.5-7 against a correct chain)
-    pieces = [(a, 0.0), (0.0, b)] if a < 0.0 < b and a + b != 0.0 else [(a, b)]
+    # P(w > 0) integrates a step at 0, which one Gauss-Legendre rule over [a, b] does not
+    # integrate exactly: over (-0.5, 2) it was off by a node's width (0.226 for 0.2425, a
+    # false |z| of 4.5-7 against a correct chain), over (-1, 1) by ~4e-4. The rule is
+    # split at 0, half the nodes on each side (the same grid size)
+    split = a < 0.0 < b
+    x0, w0 = special.roots_legendre(n_quad // 2 if split else n_quad)
+    pieces = [(a, 0.0), (0.0, b)] if split else [(a, b)]
     x = np.concatenate([0.5 * (hi - lo) * x0 + 0.5 * (hi + lo) for lo, hi in pieces])
     wq = np.concatenate([0.5 * (hi - lo) * w0 for lo, hi in pieces])
     W1, W2 = np.meshgrid(x, x, indexing="ij")

@@ -216,19 +216,21 @@ def test_dask_backend_runs_the_same_exact_chain(A, model, pool, monkeypatch):
     np.testing.assert_array_equal(engine.trace["mse"], memory.trace["mse"])
 
 
-def test_exact_tables_converge_for_bounds_not_centred_on_zero(A):
-    """The tables' P(J, w > 0) for bounds (-0.5, 2): 40 and 60 nodes agree to 1e-4. One
-    Gauss-Legendre rule over [a, b] put the step at 0 between nodes and was off by about
-    a node's width (0.2264 for 0.2425; 40 and 60 nodes then differed by ~5e-3), which
-    failed a correct chain at |z| 4.5-7 (found by an audit, tests/_exact.py)."""
+@pytest.mark.parametrize("bounds", [(-0.5, 2.0), (-1.0, 1.0)])
+def test_exact_tables_converge_whatever_the_bounds(A, bounds):
+    """The tables' P(J, w > 0): 60 and 120 nodes agree to 1e-6. One Gauss-Legendre rule
+    over [a, b] left the step at 0 inside a panel: over (-0.5, 2) off by about a node's
+    width (0.2264 for 0.2425), which failed a correct chain at |z| 4.5-7, and over
+    (-1, 1) by ~4e-4 (found by audits, tests/_exact.py)."""
     from dask_bid.kernels.priors import Priors
 
-    priors = Priors(a=-0.5, b=2.0)
-    fine = posterior_tables(A, K, priors, n_quad=60, n_sigma=200)
-    coarse = posterior_tables(A, K, priors, n_quad=40, n_sigma=200)
+    priors = Priors(a=bounds[0], b=bounds[1])
+    fine = posterior_tables(A, K, priors, n_quad=120, n_sigma=200)
+    coarse = posterior_tables(A, K, priors, n_quad=60, n_sigma=200)
     for J in fine["subsets"]:
-        np.testing.assert_allclose(coarse["positive"][J], fine["positive"][J], atol=1e-4)
-    assert abs(fine["positive"][(0, 2)][0, 1] - 0.2425) < 1e-3
+        np.testing.assert_allclose(coarse["positive"][J], fine["positive"][J], atol=1e-6)
+    if bounds == (-0.5, 2.0):
+        assert abs(fine["positive"][(0, 2)][0, 1] - 0.24254) < 1e-4
 
 
 def test_the_search_is_not_the_posterior(A):

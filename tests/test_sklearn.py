@@ -525,6 +525,21 @@ def test_scikit_learns_own_classes_catch_and_filter_ours(A):
         warnings.filterwarnings("ignore", category=SkConvergenceWarning)
         BayesianID(3, **FAST).fit(A)
     assert not [w for w in seen if issubclass(w.category, ConvergenceWarning)]
+    # unpickled in another process (a worker, a restarted kernel): made there too (it
+    # was "Can't get attribute '_SklearnNotFittedError'")
+    import subprocess
+    import sys
+
+    try:
+        BayesianID(3).transform(A)
+    except NotFittedError as exc:
+        blob = pickle.dumps(exc)
+    code = ("import pickle, sys; e = pickle.loads(sys.stdin.buffer.read()); "
+            "import sklearn.exceptions as s, dask_bid; "
+            "print(isinstance(e, s.NotFittedError), isinstance(e, dask_bid.NotFittedError))")
+    out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True,
+                         check=True).stdout.decode().split()
+    assert out == ["True", "True"]
 
 
 def test_new_error_rows_are_documented():

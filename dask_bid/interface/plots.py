@@ -441,7 +441,7 @@ def fit_k_grid(A, k_values, *, baseline="randomized", random_state=0, **params):
             f"and K <= M; give K between 1 and {min(N - 1, M)}.")
     import warnings
 
-    from .._errors import ConvergenceWarning
+    from .._errors import ConvergenceWarning, sklearn_flavoured
     from .._warn import warn
     from ..engine.summary import failed_convergence
 
@@ -460,7 +460,7 @@ def fit_k_grid(A, k_values, *, baseline="randomized", random_state=0, **params):
             f"{len(failed)} of the {len(ks)} fits of the grid did not pass the convergence "
             f"check (K = {', '.join(map(str, failed))}): their error is that of the best "
             "basis visited, but their posterior summaries are not to be trusted (longer "
-            "chains: n_iter)", ConvergenceWarning)
+            "chains: n_iter)", sklearn_flavoured(ConvergenceWarning))
     if baseline is not None:
         from ..baselines import RandomizedID
 
