@@ -533,6 +533,18 @@ def test_corrupt_chunk_is_reported_when_read(store):
         BayesianID(3, **FAST).fit(store, **SYNC)
 
 
+def test_a_damaged_shard_is_named_by_its_file(tmp_path, A):
+    """A sharded array's files are its shards: the error names the damaged shard (it
+    named inner-chunk keys: an intact shard's file, or none at all)."""
+    path = str(tmp_path / "sh.zarr")
+    z = zarr.create_array(path, shape=A.shape, chunks=(10, 5), shards=(20, 10), dtype="f8")
+    z[:] = A
+    corrupt_chunk(path, "c/1/0")
+    with pytest.raises(CorruptStoreError, match=re.escape(repr(path)) + ", shard c/1/0: "
+                                                ".*restore that shard from a copy"):
+        BayesianID(3, **FAST).fit(path, **SYNC)
+
+
 def test_corrupt_chunk_error_comes_back_from_a_worker_process(store, cluster_client):
     corrupt_chunk(store, "c/2/0")
     with pytest.raises(CorruptStoreError, match=re.escape(repr(store)) + ", chunk c/2/0"):

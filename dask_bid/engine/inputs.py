@@ -216,13 +216,17 @@ class GuardedZarrArray:
 
     def _bad_chunks(self, key):
         """The chunk files a failed read of ``key`` touched, the undecodable ones if
-        they can be told apart (by reading each alone: only on the error path)."""
+        they can be told apart (by reading each alone: only on the error path). A
+        sharded array's files are its shards, named by the shard grid (the inner chunks'
+        keys named an intact shard, or none)."""
         try:
             if not isinstance(key, tuple):
                 key = (key,)
             key = key + (slice(None),) * (self.ndim - len(key))
+            shards = getattr(self._array, "shards", None)
+            grid = shards or self.chunks
             ranges = []
-            for k, n, c in zip(key, self.shape, self.chunks, strict=True):
+            for k, n, c in zip(key, self.shape, grid, strict=True):
                 if isinstance(k, slice):
                     start, stop, _ = k.indices(n)
                 else:
@@ -231,7 +235,7 @@ class GuardedZarrArray:
             coords = [(i, j) for i in ranges[0] for j in ranges[1]]
             bad = []
             for i, j in coords:
-                (rc, cc) = self.chunks
+                (rc, cc) = grid
                 try:
                     self._array[i * rc:(i + 1) * rc, j * cc:(j + 1) * cc]
                 except Exception:
@@ -241,7 +245,7 @@ class GuardedZarrArray:
         except Exception:
             return ""
         shown = ", ".join(keys[:4]) + (f" (+{len(keys) - 4} more)" if len(keys) > 4 else "")
-        return f", chunk {shown}"
+        return f", {'shard' if shards else 'chunk'} {shown}"
 
     def __getitem__(self, key):
         if not self._seen:
@@ -268,10 +272,11 @@ class GuardedZarrArray:
                     f"{' '.join(str(exc).split())[:200]}. Every Dask worker needs the "
                     "credentials and the endpoint the client has (the AWS_* environment "
                     "variables on the workers, or storage_options=).") from exc
+            unit = "shard" if getattr(self._array, "shards", None) else "chunk"
             raise CorruptStoreError(
                 f"cannot read the Zarr array at {self._path!r}{self._bad_chunks(key)}: "
                 f"{type(exc).__name__}: {exc}. The store is damaged or unreadable; restore "
-                "that chunk from a copy, or rewrite the array (e.g. with "
+                f"that {unit} from a copy, or rewrite the array (e.g. with "
                 "dask_bid.engine.to_zarr)."
             ) from exc
 
