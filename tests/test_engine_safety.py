@@ -1207,6 +1207,26 @@ def test_cli_info_names_an_undecodable_chunk(tmp_path, capsys):
     assert "restore that chunk from a copy" in cap.err
 
 
+@pytest.mark.parametrize("array", ["columns", "W", "draws/sigma2"])
+def test_a_result_with_an_undecodable_chunk_is_damaged_for_info_and_open_result(
+        tmp_path, capsys, array):
+    """A result whose chunk bytes are garbage: `info` says DAMAGED naming the array and
+    exits 2 (columns was an internal error; W and the draws were left out of a "complete"
+    description), and open_result names the array."""
+    A = np.random.default_rng(0).standard_normal((M, N))
+    out = str(tmp_path / "r.zarr")
+    bayesian_id(A, K, out=out, **KW, **SYNC)
+    chunk = sorted(p for p in Path(out, *array.split("/"), "c").rglob("*") if p.is_file())[0]
+    chunk.write_bytes(b"not a zstd frame")
+    assert _cli("info", out) == 2
+    cap = capsys.readouterr()
+    assert f"status     DAMAGED: cannot read {array} (" in cap.out
+    assert cap.err.startswith(f"dask-bid: error: {out!r} is a damaged dask_bid result: "
+                              f"cannot read {array} (") and cap.err.count("\n") == 1
+    with pytest.raises(CorruptStoreError, match=f"damaged dask_bid result, array '{array}'"):
+        read_result(out)
+
+
 def test_state_format_refuses_types_outside_dask_bid(tmp_path):
     import collections
 

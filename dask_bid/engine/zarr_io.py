@@ -1042,8 +1042,23 @@ def read_result(path, *, storage_options=None):
         return _read_complete(g, meta, s, path, storage_options)
     except Exception as exc:
         raise CorruptStoreError(
-            f"{path!r} is an incomplete or damaged dask_bid result ({type(exc).__name__}: "
-            f"{exc}); fit again with overwrite=True.") from exc
+            f"{path!r} is an incomplete or damaged dask_bid result{_unreadable(g)} "
+            f"({type(exc).__name__}: {exc}); restore it from a copy, or fit again with "
+            "overwrite=True.") from exc
+
+
+def _unreadable(g) -> str:
+    """", array X" for the first array of a result that does not decode (read again on
+    the error path only, to name it), else ""."""
+    try:
+        for name in _result_arrays(g):
+            try:
+                g[name][...]
+            except Exception:
+                return f", array {name!r}"
+    except Exception:
+        pass
+    return ""
 
 
 def _result_arrays(g) -> list[str]:

@@ -274,8 +274,9 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         info["input_gone"] = not os.path.exists(str(src["path"]))
     from ...engine.zarr_io import valid_column_names
 
-    if "columns" in node:
-        info["columns"] = [int(c) for c in node["columns"][...]]
+    columns = _result_array(node, "columns", info)
+    if columns is not None:
+        info["columns"] = [int(c) for c in columns]
         names = valid_column_names(meta.get("feature_names"), int(node["W"].shape[1])) \
             if "W" in node else None
         if names is not None:
@@ -284,28 +285,32 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         rows = valid_column_names(meta.get("sample_names"), int(node["C"].shape[0]))
         if rows is not None:
             info["row_names"] = rows
-    with contextlib.suppress(Exception):  # the columns whose W draws were kept
-        info["traced"] = [int(c) for c in node["draws"]["w_columns"][...]]
+    traced = _result_array(node, "draws/w_columns", info)
+    if traced is not None:  # the columns whose W draws were kept
+        info["traced"] = [int(c) for c in traced]
+    W = _result_array(node, "W", info)
     with contextlib.suppress(Exception):  # as fit's summary: max |W| off the basis
-        W = np.asarray(node["W"][...])
+        W = np.asarray(W)
         rest = np.setdiff1d(np.arange(W.shape[1]), info["columns"])
         if rest.size:
             info["max_abs_w_off_basis"] = float(np.abs(W[:, rest]).max())
+    accepted = _result_array(node, "traces/accepted", info)
     with contextlib.suppress(Exception):  # and the share of accepted swaps
-        info["accepted"] = float(np.mean(node["traces"]["accepted"][...]))
+        info["accepted"] = float(np.mean(accepted))
+    sigma2 = _result_array(node, "draws/sigma2", info)
     with contextlib.suppress(Exception):  # from the retained draws (n_chains x n_keep)
         from ...engine.summary import judged_sampler
         from .report import sigma2_interval90
 
-        interval = sigma2_interval90(node["draws"]["sigma2"][...],
-                                     judged_sampler(meta.get("params") or {}))
+        interval = sigma2_interval90(sigma2, judged_sampler(meta.get("params") or {}))
         if interval is not None:
             info["sigma2_interval_90"] = interval
     if (meta.get("summary") or {}).get("n_draws_point") == 0:
         from .report import unvisited_basis_line
 
+        drawn = _result_array(node, "draws/columns", info)
         with contextlib.suppress(Exception):  # a result without its draws says nothing
-            info["unvisited"] = unvisited_basis_line(node["draws"]["columns"][...], 0)
+            info["unvisited"] = unvisited_basis_line(drawn, 0)
     if meta.get("status") != "complete" and "checkpoint" in node:
         from ...engine.checkpoint import quiet_listing
 
@@ -321,6 +326,22 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
             n_chains = int((meta.get("params") or {}).get("n_chains") or 1)
             info["saved_iterations"] = [saved.get(c, 0) for c in range(n_chains)]
     return info
+
+
+def _result_array(node, key, info):
+    """``node[key][...]`` of a result (``key`` such as "draws/sigma2"), or None where it is
+    absent; a chunk that does not decode is recorded in ``info["unreadable"]`` (then
+    described as damaged, exit 2: it was an internal error, or left out without a word)."""
+    try:
+        arr = node[key]
+    except Exception:  # absent (an older or unfinished result)
+        return None
+    try:
+        return arr[...]
+    except Exception as exc:
+        info.setdefault("unreadable", []).append(
+            f"{key} ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})")
+        return None
 
 
 def _count_non_finite(array, path):
@@ -434,7 +455,13 @@ def info_lines(info) -> list[str]:
     else:
         p, s = info["params"], info["summary"]
         status = info["status"]
-        if status == "complete":
+        if info.get("unreadable"):
+            # above the numbers the attributes still give
+            bad = info["unreadable"]
+            lines.append(f"  status     DAMAGED: cannot read {'; '.join(bad[:3])}"
+                         f"{'; ...' if len(bad) > 3 else ''}: restore the result from a copy, "
+                         "or fit again with --overwrite")
+        elif status == "complete":
             lines.append(f"  status     {status}")
         elif status == "damaged":
             miss = info["missing_chunks"]
@@ -619,6 +646,11 @@ def _refuse_damaged(info):
                        "again (dask-bid convert ... --overwrite).")
     if info.get("undecodable"):
         raise CLIError(info["undecodable"])
+    if info.get("unreadable"):
+        bad = info["unreadable"]
+        raise CLIError(f"{info['path']!r} is a damaged dask_bid result: cannot read "
+                       f"{bad[0]}{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''}: "
+                       "restore it from a copy, or fit again with --overwrite.")
     if info.get("status") == "damaged":
         miss = info["missing_chunks"]
         raise CLIError(f"{info['path']!r} is a damaged dask_bid result ({len(miss)} chunk "
