@@ -254,6 +254,15 @@ def test_inverse_transform_refuses_what_transform_refuses(A):
             np.testing.assert_allclose(est.inverse_transform(ok),
                                        np.asarray(ok, dtype=float) @ est.components_,
                                        rtol=1e-6)
+        pd = pytest.importorskip("pandas")
+        # pandas' nullable dtypes, as fit and transform take them (refused as object)
+        for frame in (pd.DataFrame(C).astype("Float64"),
+                      pd.DataFrame(np.round(C)).astype("Int64")):
+            np.testing.assert_allclose(est.inverse_transform(frame),
+                                       frame.to_numpy(dtype=float) @ est.components_)
+        with pytest.raises(NonFiniteInputError, match="C is a masked array with 1 masked "
+                                                      "entries"):
+            est.inverse_transform(np.ma.masked_invalid(nan))  # named as masked, not NaN
     est = BayesianID(3, missing="mask", **TINY).fit(A)
     C = est.transform(A)[:4]
     C[0, 0] = np.nan
@@ -366,6 +375,9 @@ def test_both_estimators_take_names_from_feature_names_and_a_zarr_input(A, tmp_p
                                       np.asarray(names, dtype=object)[est.columns_])
         est = make().fit(A, feature_names=given)
         np.testing.assert_array_equal(est.feature_names_in_, given)
+        # through fit_transform too, as a pipeline's step__feature_names passes them
+        np.testing.assert_array_equal(
+            make().fit_transform(A, feature_names=given), A[:, est.columns_])
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             est.transform(A)

@@ -551,9 +551,10 @@ class RandomizedID:
         self."""
         return set_output(self, transform)
 
-    def fit_transform(self, A, y=None):
-        """``fit(A)`` then ``transform(A)``."""
-        return self.fit(A).transform(A)
+    def fit_transform(self, A, y=None, **fit_params):
+        """``fit(A, **fit_params)`` then ``transform(A)`` (``feature_names=`` passes to
+        fit, as in a pipeline's ``randomizedid__feature_names``)."""
+        return self.fit(A, **fit_params).transform(A)
 
     def inverse_transform(self, C):
         """The reconstruction ``C @ components_`` (M x N).

@@ -323,7 +323,22 @@ def reconstruct(C, W, *, masked=False):
                               "(`C.toarray()`), as transform(A) returns it.")
     if not is_dask:
         if isinstance(C, np.ma.MaskedArray):  # its masked entries are missing: NaN
-            C = C.astype(np.float64).filled(np.nan) if np.ma.is_masked(C) else C.data
+            n_masked = int(np.ma.count_masked(C))
+            if n_masked and not masked:
+                from .._errors import NonFiniteInputError
+
+                raise NonFiniteInputError(
+                    f"C is a masked array with {n_masked} masked entries, which are missing "
+                    "values, and this model was fitted with missing='zero': fill them "
+                    "first, e.g. C.filled(0).")
+            C = C.astype(np.float64).filled(np.nan) if n_masked else C.data
+        else:
+            from ..engine.inputs import _frame_of_numbers
+
+            if _frame_of_numbers(C):
+                # pandas' nullable dtypes (Float64, Int64): pd.NA is NaN, as for fit and
+                # transform (np.asarray gave an object matrix, refused for its dtype)
+                C = C.to_numpy(dtype=np.float64, na_value=np.nan)
         try:
             C = np.asarray(C)
         except (ValueError, TypeError) as exc:  # ragged nested lists
