@@ -246,8 +246,14 @@ def test_compressed_and_far_indexed_triplet_files_are_refused_in_one_line(tmp_pa
         assert_one_line_error(capsys.readouterr().err, "is compressed (gzip): decompress it "
                               "first (gunzip)")
     assert main(["info", str(plain), "--index-base", "1", "--columns", "1,4,3"]) == 2
-    assert_one_line_error(capsys.readouterr().err, "a column index reaches 881,250,948 after",
+    assert_one_line_error(capsys.readouterr().err, "a matrix of 881,250,949 columns for",
                           "Is field 4 the column? Give the fields")
+    # a given --shape as far beyond the file: refused too, before its count is made
+    assert main(["info", str(plain), "--index-base", "1", "--shape", "40,900000000"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "a matrix of 900,000,000 columns for")
+    # --header with a triplet file: refused by info as by fit (it was accepted)
+    assert main(["info", str(plain), "--format", "triplets", "--header", "yes"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "--header yes applies to a dense text")
 
 
 def test_convert_of_an_unknown_suffix_and_text_options_of_triplets_are_refused(tmp_path,

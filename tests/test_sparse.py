@@ -84,8 +84,10 @@ def test_scipy_formats_round_trip(tmp_path, fmt):
 
 def test_triplet_files_round_trip_streamed_in_chunks(tmp_path, monkeypatch):
     A = _matrix(1)
-    # chunks of 64 lines: the file is read in many chunks, bucketed into 3 blocks
+    # chunks of 64 lines: the file is read in many chunks, bucketed into 3 blocks; the
+    # columns from 7 on counted apart, as the ids beyond memory's reach are
     monkeypatch.setattr(sio, "LINES_PER_CHUNK", 64)
+    monkeypatch.setattr(sio, "_DENSE_COUNTS", 7)
     tsv = _write_triplets(tmp_path / "r.tsv", A, base=1)
     src = convert_triplets(tsv, tmp_path / "r.zarr", index_base=1, shape=(M, N), quiet=True,
                            block_edges=[0, 20, 21, N])
@@ -96,6 +98,18 @@ def test_triplet_files_round_trip_streamed_in_chunks(tmp_path, monkeypatch):
     r, c = np.nonzero(~np.isnan(A))
     assert src.shape == (r.max() + 1, c.max() + 1)
     np.testing.assert_array_equal(_dense(src), A[:src.shape[0], :src.shape[1]])
+
+
+@pytest.mark.parametrize("columns", [(0, 0, 2), (0, 1, 1), (0, 1, 2.5), (-1, 1, 2),
+                                     ("a", "b", "c"), (True, 1, 2)])
+def test_the_fields_of_a_text_triplet_file_are_checked(tmp_path, columns):
+    """(0, 0, 2) read the row ids as columns, (0, 1, 1) the column ids as values, 2.5 was
+    truncated, -1 read the last field, names raised int()'s error."""
+    f = tmp_path / "t.txt"
+    f.write_text("0 1 2.5\n1 0 1.5\n")
+    with pytest.raises(ParameterError, match="columns must be 3 different 0-based field "
+                                             "numbers"):
+        scan_triplets(f, columns=columns)
 
 
 @pytest.mark.parametrize("base", [0, 1])

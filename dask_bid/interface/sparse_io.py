@@ -363,9 +363,18 @@ def _check_args(path, shape, index_base, columns):
         raise StoreNotFoundError(f"no triplet file at {path!r}: the path does not exist.")
     if index_base not in (0, 1):
         raise ParameterError(f"index_base must be 0 or 1, got {index_base!r}.")
-    if len(columns) != 3:
+    if isinstance(columns, (str, bytes)) or len(columns) != 3:
         raise ParameterError(f"columns must name 3 fields (row, column, value), got "
                              f"{columns!r}.")
+    text = _suffix(path) != ".parquet"
+    ok = all((isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 0)
+             or (isinstance(c, str) and not text) for c in columns)
+    if not ok or len(set(columns)) != 3:
+        # (0, 0, 2) read the row ids as columns, (0, 1, 1) the column ids as values,
+        # 2.5 was truncated, -1 read the last field, and names raised int()'s error
+        raise ParameterError(
+            f"columns must be 3 different 0-based field numbers (row, column, value)"
+            f"{'' if text else ' or Parquet column names'}, got {columns!r}.")
     if shape is not None:
         shape = tuple(int(s) for s in shape)
         if len(shape) != 2 or min(shape) < 1:
@@ -386,6 +395,7 @@ def scan_triplets(path, *, sep=None, columns=(0, 1, 2), shape=None, index_base=0
     values (dropped) and whether it has a header line; every line is checked."""
     path, shape = _check_args(path, shape, index_base, columns)
     counts = np.zeros(0, dtype=np.int64)
+    far = []  # (ids, counts) of columns beyond _DENSE_COUNTS, merged at the end
     max_r, max_c, n_nan, n_lines, has_header = -1, -1, 0, 0, False
     for nums, r, c, v in _chunks(path, sep, columns, header, quiet):
         if n_lines == 0 and nums.size and nums[0] > 1 and _suffix(path) != ".parquet":
@@ -398,41 +408,48 @@ def scan_triplets(path, *, sep=None, columns=(0, 1, 2), shape=None, index_base=0
             max_r = max(max_r, int(np.max(r)) - index_base)
             max_c = max(max_c, int(np.max(c)) - index_base)
         if ci.size:
-            _refuse_sparse_extent(path, columns, int(np.max(r)) - index_base, max_r,
-                                  int(np.max(ci)), n_lines, shape)
-            bc = np.bincount(ci)
+            # a count per column up to the largest id, except for ids so large that the
+            # count would not fit in memory (a field of timestamps taken as the column:
+            # 50 lines asked for 7 GiB): those are counted apart, and refused below
+            near = ci < _DENSE_COUNTS
+            bc = np.bincount(ci[near]) if near.any() else np.zeros(0, np.int64)
             if bc.size > counts.size:
                 counts = np.concatenate([counts, np.zeros(bc.size - counts.size, np.int64)])
             counts[:bc.size] += bc
+            if not near.all():
+                far.append(np.unique(ci[~near], return_counts=True))
     if shape is None:
         if n_lines == 0:
             raise InputShapeError(f"{path!r} holds no (row, column, value) triplet.")
         shape = (max_r + 1, max(max_c + 1, counts.size))
+    _refuse_sparse_extent(path, columns, shape, n_lines)
     counts = np.concatenate([counts, np.zeros(shape[1] - counts.size, np.int64)])
+    for ids, k in far:
+        np.add.at(counts, ids, k)
     return TripletScan(path=path, shape=shape, nnz=int(counts.sum()), n_nan=n_nan,
                        header=has_header, counts=counts, n_lines=n_lines)
 
 
-#: Indices beyond this many rows or columns are checked against the entries read
+#: Columns counted in one dense array while the file is read (512 MiB of counts at most)
+_DENSE_COUNTS = 1 << 26
+#: Matrices of more rows or columns than this are checked against the lines read
 _EXTENT_CHECKED = 1 << 24
 
 
-def _refuse_sparse_extent(path, columns, r_max, max_r, c_max, n_lines, shape):
-    """Indices far beyond the entries read (a timestamp field taken as the column by a
-    wrong ``columns=``: 50 lines then asked for a 7 GiB count of columns, and died as an
-    internal MemoryError). A matrix of more than 2^24 columns (rows) with fewer than
-    1/64 of them holding an entry cannot be fitted anyway (a column without an entry is
-    refused), so it is refused here, naming the field read."""
-    if shape is not None:
-        return  # a given shape bounds the indices (checked line by line)
-    for what, top, field_ in (("column", c_max, 1), ("row", max(r_max, max_r), 0)):
-        extent = top + 1
+def _refuse_sparse_extent(path, columns, shape, n_lines):
+    """A shape far beyond the entries read: more than 2^24 rows (columns) and more than
+    64 times the lines, nearly all of them without an entry (a column without one cannot
+    be fitted). Seen where a field of timestamps is taken as the row or column by a wrong
+    ``columns=``, or in a ``shape=`` with a typo: refused, naming the field, before a
+    count of that many columns is made (it asked for gigabytes, an internal
+    MemoryError)."""
+    for what, extent, field_ in (("column", shape[1], 1), ("row", shape[0], 0)):
         if extent > _EXTENT_CHECKED and extent > 64 * max(n_lines, 1):
             raise InputShapeError(
-                f"{path!r}: a {what} index reaches {top:,} after {n_lines:,} lines: a matrix "
-                f"of {extent:,} {what}s, most of them without an entry. Is field "
-                f"{_field_name(columns[field_])} the {what}? Give the fields of row, column "
-                "and value (columns=; --columns R,C,V), or the shape (shape=; --shape).")
+                f"{path!r}: a matrix of {extent:,} {what}s for {n_lines:,} lines, most of "
+                f"them without an entry. Is field {_field_name(columns[field_])} the "
+                f"{what}? Give the fields of row, column and value (columns=; --columns "
+                "R,C,V), and the shape (shape=; --shape) or none.")
 
 
 def _field_name(col) -> str:

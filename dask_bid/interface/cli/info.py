@@ -572,6 +572,8 @@ def run(args):
     from .sparse import describe_sparse, sparse_info_lines
 
     info = describe_sparse(args)  # a triplet file (--format triplets) or a sparse store
+    if info is not None:  # --row-labels / --header describe a dense text matrix (as fit)
+        text_options(args, args.path, triplets=info["kind"] == "triplet file")
     if info is not None and not args.json:
         print_lines(sparse_info_lines(info))
         return 0
