@@ -230,6 +230,20 @@ def test_columns_a_file_skips_are_refused_before_the_fit_in_the_files_ids(tmp_pa
                  "--missing", "mask", "--out", str(tmp_path / "f.zarr"), *FAST]) == 2
     assert "with --index-base 1 --columns 1,2,3 --drop-empty-columns, and this call" in \
         capsys.readouterr().err
+    # a store converted in Python without dropping them: refused by the command line
+    # before the fit, naming positions and ids (it failed late, with Python advice)
+    from dask_bid.interface.sparse_io import convert_triplets
+
+    convert_triplets(src, tmp_path / "api.zarr", index_base=1, quiet=True)
+    assert main(["fit", str(tmp_path / "api.zarr"), "--k", "1", "--missing", "mask", "--out",
+                 str(tmp_path / "g.zarr"), *FAST]) == 2
+    err = capsys.readouterr().err
+    assert_one_line_error(err, "no entry in column(s) 2, 4, 5 (named 3, 5, 6) (3 in all)",
+                          "--drop-empty-columns", progress_allowed=True)
+    assert "kernels" not in err
+    assert main(["info", str(tmp_path / "api.zarr")]) == 0
+    assert "empty      3 column(s) without an entry (2, 4, 5 (named 3, 5, 6))" in \
+        capsys.readouterr().out
 
 
 def test_compressed_and_far_indexed_triplet_files_are_refused_in_one_line(tmp_path, capsys):

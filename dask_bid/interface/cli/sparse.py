@@ -172,6 +172,7 @@ def sparse_input(args, out, masked, quiet):
     if getattr(args, "fill_missing", None):
         raise CLIError(f"--fill-missing does not apply to {what}: pass --missing mask only.")
     if store:
+        _refuse_empty_store_columns(src)
         return src
     if is_url(src) or not os.path.isfile(src):
         raise CLIError(f"--format triplets reads a local file; {src!r} is not one.")
@@ -182,6 +183,39 @@ def sparse_input(args, out, masked, quiet):
         out = _convert_triplets_once(src, dst, args, quiet)
         hold_for_command(dst)  # the fit reads it: no conversion under it (convert.py)
         return out
+
+
+def _empty_store_columns(src):
+    """(positions, names or None) of a sparse store's columns without an entry."""
+    from ...engine.sparse_store import SparseZarrReader
+    from ...engine.zarr_io import stored_column_names
+
+    reader = SparseZarrReader(src)
+    empty = np.flatnonzero(reader.column_counts() == 0)
+    names = stored_column_names(reader) if empty.size else None
+    return empty, names
+
+
+def _shown_columns(empty, names, shown=5) -> str:
+    text = ", ".join(str(int(c)) for c in empty[:shown]) + (", ..." if len(empty) > shown
+                                                             else "")
+    if names is not None:
+        text += " (named " + ", ".join(names[int(c)] for c in empty[:shown]) + (
+            ", ..." if len(empty) > shown else "") + ")"
+    return text
+
+
+def _refuse_empty_store_columns(src):
+    """A sparse store with columns that hold no entry (converted in Python, without
+    drop_empty_columns): refused before the fit, in the command line's terms (it failed
+    after the kernels compiled, with Python advice)."""
+    empty, names = _empty_store_columns(src)
+    if empty.size:
+        raise CLIError(f"{src!r} is a sparse store with no entry in column(s) "
+                       f"{_shown_columns(empty, names)} ({empty.size} in all), and a column "
+                       "with no entry cannot be fitted: convert its triplet file again with "
+                       "--drop-empty-columns (dask-bid convert FILE --format triplets "
+                       "--drop-empty-columns --out STORE).")
 
 
 def _refuse_binary(src):
@@ -365,6 +399,9 @@ def describe_sparse(args):
                 "column_0_empty": bool(args.index_base is None and scan.counts.size
                                        and scan.counts[0] == 0),
                 "empty_columns": np.flatnonzero(scan.counts == 0).tolist(),
+                # as the text line names them (the file's ids); the above are positions
+                "empty_column_ids": (np.flatnonzero(scan.counts == 0)
+                                     + int(args.index_base or 0)).tolist(),
                 "index_base": int(args.index_base or 0),
                 "drop_empty": bool(getattr(args, "drop_empty_columns", None)),
                 # the options this reading took, for the fit it advises
@@ -380,7 +417,8 @@ def describe_sparse(args):
             "n_observed": src.nnz, "n_blocks": len(meta["block_edges"]) - 1,
             "format": f"{meta['format']} v{meta['version']}",
             "source": meta.get("source"), "n_nan_dropped": meta.get("n_nan_dropped", 0),
-            "column_names": stored_column_names(src.array)}
+            "column_names": stored_column_names(src.array),
+            "empty_columns": np.flatnonzero(src.array.column_counts() == 0).tolist()}
 
 
 def sparse_info_lines(info):
@@ -415,6 +453,11 @@ def sparse_info_lines(info):
         if src.get("path"):
             lines.append(f"  converted  from {src['path']}")
         names = info.get("column_names")
+        if info.get("empty_columns"):
+            empty = info["empty_columns"]
+            lines.append(f"  empty      {len(empty)} column(s) without an entry "
+                         f"({_shown_columns(empty, names)}): a fit refuses them "
+                         "(convert the file again with --drop-empty-columns)")
         if names:  # a file counting from 1: its ids (sparse_io._name_by_file_ids)
             shown = ", ".join(names[:3]) + (f", ..., {names[-1]}" if len(names) > 3 else "")
             lines.append(f"  names      {shown} (the file's ids of the store's columns "
