@@ -288,6 +288,9 @@ def test_score_of_a_finite_matrix_whose_error_overflows_is_minus_inf(A):
     X[0, 0] = np.nan  # a dask X that does hold NaN: still refused
     with pytest.raises(NonFiniteInputError, match="X contains NaN or infinite entries"):
         BayesianID(3, **TINY).fit(A).score(da.from_array(X, chunks=(30, 12)))
+    X[0, 0] = np.inf  # a masked model: NaN is missing there, the infinity is named
+    with pytest.raises(NonFiniteInputError, match="X contains infinite entries, so its"):
+        BayesianID(3, missing="mask", **TINY).fit(A).score(da.from_array(X, chunks=(30, 12)))
 
 
 # --------------------------------------------------------------------------- model selection

@@ -457,11 +457,15 @@ def reconstruction_mse(src, columns, W, *, masked=False):
         from .._errors import NonFiniteInputError
 
         # a dask or Zarr X is only read here: its NaN gave a NaN score without a word
+        if masked:  # NaN is the missing entry there: only an infinity is at fault
+            raise NonFiniteInputError(
+                "X contains infinite entries, so its reconstruction error is not a number; "
+                "missing='mask' treats only NaN as missing. Replace the infinities (by NaN "
+                "to mark them missing).")
         raise NonFiniteInputError(
-            "X contains NaN or infinite entries" + ("" if masked else
-            ", and this model was fitted with missing='zero'") + ", so its reconstruction "
-            "error is not a number. Fill them as for fit" + ("" if masked else ", or fit "
-            "with missing='mask' to treat NaN as missing") + ".")
+            "X contains NaN or infinite entries, and this model was fitted with "
+            "missing='zero', so its reconstruction error is not a number. Fill them as for "
+            "fit, or fit with missing='mask' to treat NaN as missing.")
     return sse / count
 
 
