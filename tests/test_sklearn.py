@@ -289,8 +289,11 @@ def test_score_of_a_finite_matrix_whose_error_overflows_is_minus_inf(A):
     with pytest.raises(NonFiniteInputError, match="X contains NaN or infinite entries"):
         BayesianID(3, **TINY).fit(A).score(da.from_array(X, chunks=(30, 12)))
     X[0, 0] = np.inf  # a masked model: NaN is missing there, the infinity is named
-    with pytest.raises(NonFiniteInputError, match="X contains infinite entries, so its"):
-        BayesianID(3, missing="mask", **TINY).fit(A).score(da.from_array(X, chunks=(30, 12)))
+    masked = BayesianID(3, missing="mask", **TINY).fit(A)
+    with warnings.catch_warnings(), pytest.raises(NonFiniteInputError,
+                                                  match="X contains infinite entries, so"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy's inf - inf in the sum
+        masked.score(da.from_array(X, chunks=(30, 12)))
 
 
 # --------------------------------------------------------------------------- model selection
