@@ -14,6 +14,7 @@ from _support import StopFit, assert_same_chain, count_pivots, stop_at
 import dask_bid.interface.sparse_io as sio
 from dask_bid import (
     BayesianID,
+    CorruptStoreError,
     IncompleteStoreError,
     InputShapeError,
     NonFiniteInputError,
@@ -267,6 +268,27 @@ def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):
     path.write_bytes(b"PAR1")
     with pytest.raises(ParameterError, match=r"pip install 'dask_bid\[parquet\]'"):
         convert_triplets(path, tmp_path / "t.zarr", quiet=True)
+
+
+@pytest.mark.parametrize("lost", ["blocks/b00001/data/c/0", "blocks/b00000/indices/c/0",
+                                  "indptr/c/0"])
+def test_a_sparse_store_with_a_lost_chunk_file_is_refused(tmp_path, lost):
+    """Zarr reads a lost chunk as zeros: a fit of MSE 0, or a wrong one, without a word
+    (the entries' chunks are all written, so a missing one is lost; the column pointers
+    are checked against the entry count when read)."""
+    import shutil
+
+    A = _matrix()
+    src = convert_sparse(_coo(A), tmp_path / "X.zarr", quiet=True, block_edges=[0, 30, N])
+    bayesian_id(str(src.path), K, n_iter=4, burn_in=1, random_state=0, missing="mask",
+                client="synchronous")  # intact: fitted
+    path = tmp_path / "X.zarr" / lost
+    assert path.is_file()
+    path.unlink()
+    with pytest.raises(CorruptStoreError, match="sparse store at .* is damaged"):
+        bayesian_id(str(tmp_path / "X.zarr"), K, n_iter=4, burn_in=1, random_state=0,
+                    missing="mask", client="synchronous")
+    shutil.rmtree(tmp_path / "X.zarr")
 
 
 def test_refusals_of_the_destination_and_of_incomplete_stores(tmp_path):

@@ -144,8 +144,15 @@ class SparseZarrReader:
     @property
     def indptr(self):
         if self._indptr is None:
-            self._indptr = np.asarray(self._get(self.group["indptr"], slice(None)),
-                                      dtype=np.int64)
+            ptr = np.asarray(self._get(self.group["indptr"], slice(None)), dtype=np.int64)
+            if ptr.size and (ptr[0] != 0 or ptr[-1] != self.nnz or np.any(np.diff(ptr) < 0)):
+                # a lost chunk of it reads as zeros: the columns after it would read as
+                # empty or overlapping, a wrong matrix without an error
+                raise CorruptStoreError(
+                    f"the sparse store at {self.path!r} is damaged: its column pointers "
+                    "(indptr) do not run from 0 to its entry count (a lost or rewritten "
+                    "chunk file); convert the matrix again.")
+            self._indptr = ptr
         return self._indptr
 
     def _get(self, arr, sl):
@@ -341,9 +348,34 @@ def open_sparse(path, *, storage_options=None) -> SparseSource:
         raise IncompleteStoreError(
             f"the sparse store at {spath!r} was not completely written (its conversion was "
             "interrupted or failed). Convert the matrix again (with overwrite).")
+    if not _is_url(spath):
+        _refuse_missing_chunks(reader, spath)
     _check_shape(reader.shape, repr(spath))
     return SparseSource(kind="sparse", array=reader, path=spath, shape=reader.shape,
                         dtype=np.dtype(np.float64), nnz=reader.nnz)
+
+
+def _refuse_missing_chunks(reader, spath):
+    """Every chunk of a sparse store's entries is written (``write_empty_chunks``): one
+    that is not there was lost, and Zarr would read it as zeros (row 0, value 0: a fit
+    with MSE 0, or a wrong one, without an error). A local store is listed (no chunk is
+    read); its column pointers are checked when read (``SparseZarrReader.indptr``)."""
+    from .inputs import missing_chunks
+
+    lost = []
+    for b in range(len(reader.block_edges) - 1):
+        name = f"blocks/b{b:05d}"
+        if name not in reader.group:
+            lost.append(f"{name} (the whole block)")
+            continue
+        for part in ("indices", "data"):
+            arr = reader.group[f"{name}/{part}"]
+            lost += [f"{name}/{part}/{k}" for k in (missing_chunks(arr) or [])]
+    if lost:
+        raise CorruptStoreError(
+            f"the sparse store at {spath!r} is damaged: {len(lost)} chunk file(s) are missing "
+            f"({', '.join(lost[:3])}{', ...' if len(lost) > 3 else ''}), which would read as "
+            "zeros; convert the matrix again.")
 
 
 def csc_parts(X):
@@ -424,8 +456,10 @@ def create_sparse_group(path, shape, indptr, block_edges, *, overwrite=False,
     if extra:
         meta.update(extra)
     g.attrs[SPARSE_ATTR] = meta
+    # every chunk written, zeros included (leading empty columns), so that a missing one
+    # is a lost one
     ip = g.create_array("indptr", shape=(N + 1,), dtype=np.int64,
-                        chunks=(min(N + 1, 2**20),))
+                        chunks=(min(N + 1, 2**20),), config={"write_empty_chunks": True})
     ip[:] = np.asarray(indptr, dtype=np.int64)
     g.require_group("blocks")
     return g
