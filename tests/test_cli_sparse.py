@@ -135,8 +135,11 @@ def test_a_sparse_store_is_fitted_as_it_is(tmp_path, capsys):
      ["--shape describes a triplet file: pass --format triplets too"]),
     (["--missing", "mask", "--format", "triplets", "--shape", "3,3"],
      ["line 1: entry (row 3, column 1) lies outside the shape 3 x 3"]),
-    (["--missing", "mask", "--format", "triplets", "--shape", "4,4"],
+    (["--missing", "mask", "--format", "triplets", "--shape", "4,2"],
      ["gives entry (row 0, column 0) more than once"]),
+    # empty columns are said after the first pass, before the duplicate the second finds
+    (["--missing", "mask", "--format", "triplets", "--shape", "4,4"],
+     ["--shape 4,4 leaves columns 2, 3"]),
 ])
 def test_refusals_are_one_line(tmp_path, capsys, extra, fragments):
     src = tmp_path / "t.tsv"
@@ -230,6 +233,15 @@ def test_columns_a_file_skips_are_refused_before_the_fit_in_the_files_ids(tmp_pa
                  "--missing", "mask", "--out", str(tmp_path / "f.zarr"), *FAST]) == 2
     assert "with --index-base 1 --columns 1,2,3 --drop-empty-columns, and this call" in \
         capsys.readouterr().err
+    # --overwrite without the option: refused before the store a fit was made on is
+    # replaced (it was replaced, then the refusal came)
+    before = sorted(p.name for p in (tmp_path / "slice.tsv.zarr").rglob("*"))
+    assert main(["fit", str(src), "--format", "triplets", "--index-base", "1", "--k", "1",
+                 "--missing", "mask", "--out", str(tmp_path / "f.zarr"), "--overwrite",
+                 *FAST]) == 2
+    assert "has no entry in column(s) 3, 5, 6" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "slice.tsv.zarr").rglob("*")) == before
+    assert read_result(str(out)).feature_names == ["1", "2", "4", "7"]
     # a store converted in Python without dropping them: refused by the command line
     # before the fit, naming positions and ids (it failed late, with Python advice)
     from dask_bid.interface.sparse_io import convert_triplets

@@ -470,7 +470,7 @@ def _first_data_line_after_header(path, first_data):
 
 def convert_triplets(path, dst, *, sep=None, columns=(0, 1, 2), shape=None, index_base=0,
                      header="auto", overwrite=False, quiet=False, block_edges=None,
-                     drop_empty_columns=False):
+                     drop_empty_columns=False, on_scan=None):
     """Convert a (row, column, value) triplet file into a sparse store at ``dst``.
 
     Parameters
@@ -503,6 +503,10 @@ def convert_triplets(path, dst, *, sep=None, columns=(0, 1, 2), shape=None, inde
         items), which a fit refuses: the store's columns are the file's columns that
         hold an entry, in order, named by their ids in the file (``index_base`` added;
         ``dask_bid_column_names``). Default False: such columns are kept, empty.
+    on_scan : callable, optional
+        Called with the first pass's :class:`TripletScan` (the file's shape and entries
+        per column) before anything is written: what it raises leaves ``dst`` as it was
+        (the command line refuses columns a fit would refuse there).
 
     Returns
     -------
@@ -521,6 +525,8 @@ def convert_triplets(path, dst, *, sep=None, columns=(0, 1, 2), shape=None, inde
     _check_dst(dst, overwrite)
     scan = scan_triplets(path, sep=sep, columns=columns, shape=shape, index_base=index_base,
                          header=header, quiet=quiet)
+    if on_scan is not None:
+        on_scan(scan)
     file_shape = scan.shape
     kept = None
     if drop_empty_columns:

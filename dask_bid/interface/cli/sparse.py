@@ -229,7 +229,9 @@ def _refuse_binary(src):
 
 def _convert_triplets_once(src, dst, args, quiet):
     if _reusable(dst, src, args):
-        _check_empty_columns(dst, src, args, made=False)
+        from ...engine.sparse_store import SparseZarrReader
+
+        _check_empty_columns(SparseZarrReader(dst).column_counts(), src, args)
         say(f"input        {dst} (converted from {src} before; unchanged)", quiet=quiet)
         return dst
     # a fit replaces its own earlier conversion of this file (any options) freely
@@ -247,8 +249,11 @@ def _convert(src, dst, args, quiet, overwrite, outcome=False):
 
     _refuse_another_conversion(dst, src, args)  # says which options differ
     refuse_if_read(dst)  # a store a fit reads (none there, or unread: passes)
-    res = convert_triplets(src, dst, overwrite=overwrite, quiet=quiet, **_triplet_kw(args))
-    _check_empty_columns(dst, src, args, made=True)
+    kw = _triplet_kw(args)
+    # columns a fit refuses, said after the first pass and before anything is written
+    check = None if kw["drop_empty_columns"] else (
+        lambda scan: _check_empty_columns(scan.counts, src, args))
+    res = convert_triplets(src, dst, overwrite=overwrite, quiet=quiet, on_scan=check, **kw)
     M, N = res.shape
     line = f"converted    {src} -> {dst} ({res.nnz} observed of {M} x {N}, " \
         f"{res.nnz / (M * N):.3%})"
@@ -300,16 +305,15 @@ def _options_text(index_base, columns, shape, drop_empty=False):
     return text + (" --drop-empty-columns" if drop_empty else "")
 
 
-def _check_empty_columns(dst, src, args, made):
+def _check_empty_columns(counts, src, args):
     """Columns a fit would refuse as "have no observed entry; drop them first", said with
     the command line's fix: an empty column 0 of a file that counts from 1 read from 0
-    (no --index-base: pass --index-base 1), or the empty columns a --shape wider than the
-    file makes. Said before the kernels compile, and the store converted for this run is
-    removed (a retry converts again)."""
-    from ...engine.sparse_store import SparseZarrReader
-
-    counts = SparseZarrReader(dst).column_counts()
-    empty = np.flatnonzero(counts == 0)
+    (no --index-base: pass --index-base 1), the empty columns a --shape wider than the
+    file makes, or ids the file skips (--drop-empty-columns). ``counts``: the entries per
+    column, of the first pass over the file (before anything is written: a refusal after
+    the conversion had replaced the store a fit was made on, with --overwrite) or of a
+    store converted before."""
+    empty = np.flatnonzero(np.asarray(counts) == 0)
     if args.index_base is None and counts.size and counts[0] == 0:
         why = (f"column 0 of {src!r} holds no entry, as when a file counts rows and columns "
                "from 1 (read here from 0, the default): pass --index-base 1 if it does "
@@ -329,10 +333,6 @@ def _check_empty_columns(dst, src, args, made):
                "the file's ids).")
     else:
         return
-    if made:
-        import shutil
-
-        shutil.rmtree(dst, ignore_errors=True)
     raise CLIError(why)
 
 
