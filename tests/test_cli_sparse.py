@@ -4,6 +4,8 @@ converts a (row, column, value) file once into a sparse store next to OUT and fi
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from _support import assert_same_chain
@@ -256,6 +258,9 @@ def test_columns_a_file_skips_are_refused_before_the_fit_in_the_files_ids(tmp_pa
     assert main(["info", str(tmp_path / "api.zarr")]) == 0
     assert "empty      3 column(s) without an entry (2, 4, 5 (named 3, 5, 6))" in \
         capsys.readouterr().out
+    assert main(["info", str(tmp_path / "api.zarr"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["empty_columns"] == [2, 4, 5] and info["empty_column_ids"] == ["3", "5", "6"]
 
 
 def test_compressed_and_far_indexed_triplet_files_are_refused_in_one_line(tmp_path, capsys):
@@ -271,6 +276,14 @@ def test_compressed_and_far_indexed_triplet_files_are_refused_in_one_line(tmp_pa
         assert main(["info", str(tmp_path / name), "--format", "triplets"]) == 2
         assert_one_line_error(capsys.readouterr().err, "is compressed (gzip): decompress it "
                               "first (gunzip)")
+    (tmp_path / "u16.tsv").write_bytes(plain.read_text().encode("utf-16"))
+    assert main(["info", str(tmp_path / "u16.tsv"), "--format", "triplets"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "is UTF-16 text: convert it to UTF-8 first")
+    # a separator of several characters (MovieLens 1M's '::'): refused in one line, with
+    # the way round (it was an internal TypeError of numpy's reader)
+    assert main(["info", str(plain), "--sep", "::"]) == 2
+    assert "expected one character, 'tab' or 'space', got '::' (MovieLens 1M: replace" in \
+        capsys.readouterr().err
     assert main(["info", str(plain), "--index-base", "1", "--columns", "1,4,3"]) == 2
     assert_one_line_error(capsys.readouterr().err, "a matrix of 881,250,949 columns for",
                           "Is field 4 the column? Give the fields")

@@ -1207,7 +1207,7 @@ def test_cli_info_names_an_undecodable_chunk(tmp_path, capsys):
     assert "restore that chunk from a copy" in cap.err
 
 
-@pytest.mark.parametrize("array", ["columns", "W", "draws/sigma2"])
+@pytest.mark.parametrize("array", ["columns", "W", "draws/sigma2", "traces/mse", "W_sd"])
 def test_a_result_with_an_undecodable_chunk_is_damaged_for_info_and_open_result(
         tmp_path, capsys, array):
     """A result whose chunk bytes are garbage: `info` says DAMAGED naming the array and
@@ -1223,6 +1223,8 @@ def test_a_result_with_an_undecodable_chunk_is_damaged_for_info_and_open_result(
     assert f"status     DAMAGED: cannot read {array} (" in cap.out
     assert cap.err.startswith(f"dask-bid: error: {out!r} is a damaged dask_bid result: "
                               f"cannot read {array} (") and cap.err.count("\n") == 1
+    assert _cli("info", out, "--json") == 2  # the JSON says so too (it said "complete")
+    assert json.loads(capsys.readouterr().out)["status"] == "damaged"
     with pytest.raises(CorruptStoreError, match=f"damaged dask_bid result, array '{array}'"):
         read_result(out)
 

@@ -281,7 +281,8 @@ def test_error_vs_k_takes_one_fit_or_any_collection_and_labels_mixed_measures(fi
     matrix) is labelled as the MSE over all entries, not passed off as the axis's."""
     A, _, res = fit
     rid = RandomizedID(3, random_state=0).fit(A)
-    for given in (res, np.array([res, rid], dtype=object), (f for f in [res, rid])):
+    for given in (res, np.array([res, rid], dtype=object), (f for f in [res, rid]),
+                  {res, rid}):
         ax = plot_error_vs_k(given)
         assert {ln.get_label() for ln in ax.get_lines()} <= {"GBT", "RID"}
     with warnings.catch_warnings():
@@ -292,6 +293,9 @@ def test_error_vs_k_takes_one_fit_or_any_collection_and_labels_mixed_measures(fi
     labels = {ln.get_label(): ln.get_ydata()[0] for ln in ax.get_lines()}
     assert labels == {"GBT": pytest.approx(masked.mse_observed),
                       "RID (all entries)": pytest.approx(rid.mse_)}
+    assert ax.get_ylabel() == "MSE (observed entries)"
+    # no fit with an observed-entries MSE: the axis does not claim one
+    assert plot_error_vs_k([rid], observed=True).get_ylabel() == "MSE"
 
 
 def test_a_grid_with_a_k_out_of_range_is_refused_before_any_fit(fit):

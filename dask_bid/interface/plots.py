@@ -496,11 +496,10 @@ def plot_error_vs_k(results, k_values=None, ax=None, *, baseline="randomized",
 
     if _is_fit(results):  # one fit: a point (it was called "a matrix")
         fits = [results]
-    elif isinstance(results, (list, tuple)) or (
-            isinstance(results, np.ndarray) and results.dtype == object) or (
-            hasattr(results, "__next__")):  # a list, an object array or a generator of fits
-        fits = list(np.ravel(np.asarray(list(results) if hasattr(results, "__next__")
-                                        else results, dtype=object)))
+    elif isinstance(results, np.ndarray) and results.dtype == object:
+        fits = list(results.ravel())  # an object array of fits
+    elif isinstance(results, (list, tuple, set, frozenset)) or hasattr(results, "__next__"):
+        fits = list(results)  # a collection or a generator of fits
     else:
         if k_values is None:
             raise ParameterError("plot_error_vs_k got a matrix: pass k_values, the ranks K "
@@ -508,7 +507,7 @@ def plot_error_vs_k(results, k_values=None, ax=None, *, baseline="randomized",
         fits = fit_k_grid(results, k_values, baseline=baseline, **params)
     if not fits:
         raise ParameterError("no fits to plot: results is empty.")
-    series = {}
+    series, any_observed = {}, False
     for f in fits:
         fam, k, mse = _k_and_mse(f)
         if observed:
@@ -520,7 +519,7 @@ def plot_error_vs_k(results, k_values=None, ax=None, *, baseline="randomized",
                 # the axis's measure
                 fam += " (all entries)"
             else:
-                mse = float(mo)
+                mse, any_observed = float(mo), True
         series.setdefault(fam, []).append((k, mse))
     ax = _new_axes(ax)
     markers = "osD^v<>"
@@ -537,7 +536,8 @@ def plot_error_vs_k(results, k_values=None, ax=None, *, baseline="randomized",
         # one K: the axis spanned 4.74 .. 5.26, and the locator fell back to fractions
         ax.set_xlim(all_k[0] - 1, all_k[0] + 1)
         ax.set_xticks(all_k)
-    ax.set_ylabel("MSE (observed entries)" if observed else "MSE")
+    # no fit with an observed-entries MSE: every point is over all entries
+    ax.set_ylabel("MSE (observed entries)" if any_observed else "MSE")
     ax.set_title("reconstruction error against K")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")

@@ -70,7 +70,16 @@ def _separator(path, sep):
     runs of whitespace."""
     if sep is None:
         return TRIPLET_SUFFIXES.get(_suffix(path))
-    return None if sep == WHITESPACE else sep
+    if sep == WHITESPACE:
+        return None
+    if not isinstance(sep, str) or len(sep) != 1:
+        # numpy's reader takes one character (MovieLens 1M's '::' was an internal
+        # TypeError); the command line's words are its own
+        raise ParameterError(
+            f"sep must be one character (or 'whitespace'), got {sep!r}"
+            + (": replace the separator first, e.g. sed 's/::/\\t/g' ratings.dat > "
+               "ratings.tsv (MovieLens 1M)" if sep == "::" else "") + ".")
+    return sep
 
 
 def _progress(total, desc, unit, quiet):
@@ -175,6 +184,9 @@ def _refuse_binary_text(path):
             kind, tool = what.split(": ")
             raise InputShapeError(f"{path!r} is compressed ({kind}): decompress it first "
                                   f"({tool}), then read the text file.")
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputShapeError(f"{path!r} is UTF-16 text: convert it to UTF-8 first (iconv -f "
+                              "UTF-16 -t UTF-8), then read it.")
     if b"\x00" in head:
         raise InputShapeError(f"{path!r} is a binary file, not text lines of (row, column, "
                               "value) triplets: pass the text file (or a .parquet file).")

@@ -311,6 +311,10 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
         drawn = _result_array(node, "draws/columns", info)
         with contextlib.suppress(Exception):  # a result without its draws says nothing
             info["unvisited"] = unvisited_basis_line(drawn, 0)
+    if info["status"] == "complete" and not is_url(spath):
+        _check_other_arrays(node, info)
+    if info.get("unreadable"):
+        info["status"] = "damaged"  # as the text and the exit status say (JSON: complete)
     if meta.get("status") != "complete" and "checkpoint" in node:
         from ...engine.checkpoint import quiet_listing
 
@@ -326,6 +330,24 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
             n_chains = int((meta.get("params") or {}).get("n_chains") or 1)
             info["saved_iterations"] = [saved.get(c, 0) for c in range(n_chains)]
     return info
+
+
+def _check_other_arrays(node, info):
+    """Decode the result's arrays that ``info`` did not read (the traces, the draws, W_sd,
+    ...), so that a damaged one is said as for W (it was "complete": open_result, plot and
+    --diagnostics then refused it); a local result of up to INFO_SCAN_BYTES only."""
+    from ...engine.zarr_io import _result_arrays
+
+    read = {"columns", "W", "draws/w_columns", "traces/accepted", "draws/sigma2",
+            "draws/columns"}
+    try:
+        rest = [a for a in _result_arrays(node) if a not in read and a != "C"]
+        if sum(int(node[a].nbytes) for a in rest) > INFO_SCAN_BYTES:
+            return
+    except Exception:
+        return
+    for a in rest:
+        _result_array(node, a, info)
 
 
 def _result_array(node, key, info):

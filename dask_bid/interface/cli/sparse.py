@@ -50,8 +50,17 @@ def _shape(text):
 def _sep(text):
     # "space": runs of whitespace, given (None would be "not given", the suffix's default:
     # `--sep space` alone then read a triplet file as a dense matrix)
-    return {"tab": "\t", "\\t": "\t", "space": WHITESPACE, "whitespace": WHITESPACE}.get(
+    sep = {"tab": "\t", "\\t": "\t", "space": WHITESPACE, "whitespace": WHITESPACE}.get(
         text, text)
+    if sep != WHITESPACE and len(sep) != 1:
+        import argparse
+
+        # (numpy's reader takes one character: '::' was an internal TypeError)
+        raise argparse.ArgumentTypeError(
+            f"expected one character, 'tab' or 'space', got {text!r}" + (
+                " (MovieLens 1M: replace '::' first, e.g. sed 's/::/\\t/g' ratings.dat > "
+                "ratings.tsv, then --sep tab)" if text == "::" else ""))
+    return sep
 
 
 #: ``--format``'s help for ``fit`` and ``info``
@@ -413,12 +422,15 @@ def describe_sparse(args):
 
     src = open_sparse(path)
     meta = src.array.meta
+    names = stored_column_names(src.array)
+    empty = np.flatnonzero(src.array.column_counts() == 0).tolist()
     return {"kind": "sparse store", "path": path, "shape": list(src.shape),
             "n_observed": src.nnz, "n_blocks": len(meta["block_edges"]) - 1,
             "format": f"{meta['format']} v{meta['version']}",
             "source": meta.get("source"), "n_nan_dropped": meta.get("n_nan_dropped", 0),
-            "column_names": stored_column_names(src.array),
-            "empty_columns": np.flatnonzero(src.array.column_counts() == 0).tolist()}
+            "column_names": names, "empty_columns": empty,
+            # as the text line names them (a file's ids, where the store records them)
+            "empty_column_ids": [names[c] for c in empty] if names else None}
 
 
 def sparse_info_lines(info):
