@@ -212,6 +212,10 @@ def test_columns_a_file_skips_are_refused_before_the_fit_in_the_files_ids(tmp_pa
     assert main(["info", str(src), "--format", "triplets", "--index-base", "1"]) == 0
     assert "empty      3 column(s) without an entry (3, 5, 6; the file's ids)" in \
         capsys.readouterr().out
+    assert main(["info", str(src), "--format", "triplets", "--index-base", "1",
+                 "--drop-empty-columns"]) == 0
+    assert "(3, 5, 6; the file's ids): left out by --drop-empty-columns (the store has 4 " \
+        "columns" in capsys.readouterr().out
     # --drop-empty-columns: the store holds the file's columns 1, 2, 4, 7 as 0..3, named
     # by those ids; the fit's C holds the file's values
     out = tmp_path / "d.zarr"

@@ -141,6 +141,20 @@ def test_drop_empty_columns_keeps_the_files_columns_with_entries_named_by_their_
     assert full.shape == (4, 7)
     assert stored_column_names(full.array) == (None if base == 0 else
                                                [str(j + 1) for j in range(7)])
+    # ids of any size (here beyond the dense count, 2^26): their columns kept, in order,
+    # without a count per id (ids of 2e7 with a few lines were refused as a matrix of
+    # 2e7 columns, the option no help)
+    big = tmp_path / "big.tsv"
+    big.write_text("".join(f"{i + base}\t{j + base}\t{v}\n" for i, j, v in
+                           [(0, 90_000_000, 1.0), (1, 5, 2.0), (2, 90_000_000, 3.0),
+                            (0, 70_000_000, 4.0)]))
+    wide = convert_triplets(big, tmp_path / "w.zarr", index_base=base, quiet=True,
+                            drop_empty_columns=True)
+    assert wide.shape == (3, 3)
+    assert stored_column_names(wide.array) == [str(j + base) for j in (5, 70_000_000,
+                                                                       90_000_000)]
+    np.testing.assert_array_equal(_dense(wide), [[np.nan, 4.0, 1.0], [2.0, np.nan, np.nan],
+                                                 [np.nan, np.nan, 3.0]])
     f.write_text(f.read_text() + f"{2 + base}\t{6 + base}\t9\n{2 + base}\t{6 + base}\t8\n")
     with pytest.raises(InputShapeError, match=f"gives entry \\(row {2 + base}, column "
                                               f"{6 + base}\\) more than once"):

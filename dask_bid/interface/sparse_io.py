@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -55,6 +55,10 @@ class TripletScan:
     header: bool
     counts: np.ndarray = field(repr=False)
     n_lines: int = 0
+    #: with ``drop_empty_columns``: the file's columns kept (``shape`` and ``counts`` are
+    #: then theirs), and the file's own shape
+    kept: np.ndarray | None = field(default=None, repr=False)
+    file_shape: tuple | None = None
 
     @property
     def fraction(self) -> float:
@@ -402,9 +406,11 @@ def _check_args(path, shape, index_base, columns):
 
 
 def scan_triplets(path, *, sep=None, columns=(0, 1, 2), shape=None, index_base=0,
-                  header="auto", quiet=True) -> TripletScan:
+                  header="auto", quiet=True, drop_empty_columns=False) -> TripletScan:
     """The first pass over a triplet file: its shape, observed entries per column, NaN
-    values (dropped) and whether it has a header line; every line is checked."""
+    values (dropped) and whether it has a header line; every line is checked.
+    ``drop_empty_columns``: the shape and counts are those of the columns with an entry
+    (``kept``), found without a count per column id (ids of any size)."""
     path, shape = _check_args(path, shape, index_base, columns)
     counts = np.zeros(0, dtype=np.int64)
     far = []  # (ids, counts) of columns beyond _DENSE_COUNTS, merged at the end
@@ -434,6 +440,19 @@ def scan_triplets(path, *, sep=None, columns=(0, 1, 2), shape=None, index_base=0
         if n_lines == 0:
             raise InputShapeError(f"{path!r} holds no (row, column, value) triplet.")
         shape = (max_r + 1, max(max_c + 1, counts.size))
+    if drop_empty_columns:
+        # the columns with an entry only: their count, whatever the ids' size (ids of
+        # 2e7 with 94 lines were refused as a matrix of 2e7 columns, the option no help)
+        _refuse_sparse_extent(path, columns, (shape[0], 1), n_lines)
+        near = np.flatnonzero(counts)
+        ids = np.concatenate([near] + [i for i, _ in far]).astype(np.int64)
+        k = np.concatenate([counts[near]] + [c for _, c in far]).astype(np.int64)
+        kept, at = np.unique(ids, return_inverse=True)
+        kept_counts = np.bincount(at, weights=k, minlength=kept.size).astype(np.int64)
+        return TripletScan(path=path, shape=(shape[0], int(kept.size)),
+                           nnz=int(kept_counts.sum()), n_nan=n_nan, header=has_header,
+                           counts=kept_counts, n_lines=n_lines, kept=kept,
+                           file_shape=tuple(shape))
     _refuse_sparse_extent(path, columns, shape, n_lines)
     counts = np.concatenate([counts, np.zeros(shape[1] - counts.size, np.int64)])
     for ids, k in far:
@@ -535,17 +554,14 @@ def convert_triplets(path, dst, *, sep=None, columns=(0, 1, 2), shape=None, inde
     """
     path, shape = _check_args(path, shape, index_base, columns)
     _check_dst(dst, overwrite)
+    # with drop_empty_columns: the file's column ids that hold an entry (scan.kept),
+    # renumbered 0, 1, ... in order
     scan = scan_triplets(path, sep=sep, columns=columns, shape=shape, index_base=index_base,
-                         header=header, quiet=quiet)
+                         header=header, quiet=quiet, drop_empty_columns=drop_empty_columns)
     if on_scan is not None:
         on_scan(scan)
-    file_shape = scan.shape
-    kept = None
-    if drop_empty_columns:
-        # the file's column ids that hold an entry, renumbered 0, 1, ... in order
-        kept = np.flatnonzero(scan.counts > 0)
-        scan = replace(scan, shape=(scan.shape[0], int(kept.size)),
-                       counts=scan.counts[kept])
+    file_shape = scan.file_shape or scan.shape
+    kept = scan.kept
     M, N = scan.shape
     _check_shape(scan.shape, repr(os.fspath(path)))  # before anything is written
     counts = scan.counts

@@ -102,6 +102,20 @@ def _triplet_kw(args, scan=False):
     return kw
 
 
+def _first_absent(kept, n, limit=1000) -> np.ndarray:
+    """The first ``limit`` of 0..n-1 missing from the sorted ``kept`` (without listing
+    all n: ids may run to 1e8)."""
+    out, at = [], 0
+    for k in np.append(np.asarray(kept, dtype=np.int64), n):
+        while at < k and len(out) < limit:
+            out.append(at)
+            at += 1
+        at = int(k) + 1
+        if len(out) >= limit:
+            break
+    return np.asarray(out, dtype=np.int64)
+
+
 def _shown_option(flag, args) -> str:
     """A given triplet option's value as typed on the command line."""
     if flag == "--sep":
@@ -401,16 +415,24 @@ def describe_sparse(args):
     if args.format == "triplets":
         from ..sparse_io import scan_triplets
 
-        scan = scan_triplets(path, quiet=True, **_triplet_kw(args, scan=True))
-        return {"kind": "triplet file", "path": path, "shape": list(scan.shape),
+        drop = bool(getattr(args, "drop_empty_columns", None))
+        # with --drop-empty-columns the scan counts the columns with an entry only (ids of
+        # any size, as the conversion reads them)
+        scan = scan_triplets(path, quiet=True, drop_empty_columns=drop,
+                             **_triplet_kw(args, scan=True))
+        shape = list(scan.file_shape or scan.shape)
+        empty = (_first_absent(scan.kept, shape[1]) if drop
+                 else np.flatnonzero(scan.counts == 0))
+        return {"kind": "triplet file", "path": path, "shape": shape,
                 "n_observed": scan.nnz, "n_nan_dropped": scan.n_nan, "header": scan.header,
                 "file_size": os.path.getsize(path),
-                "column_0_empty": bool(args.index_base is None and scan.counts.size
-                                       and scan.counts[0] == 0),
-                "empty_columns": np.flatnonzero(scan.counts == 0).tolist(),
+                # (with --drop-empty-columns an empty column 0 is left out as the others)
+                "column_0_empty": bool(args.index_base is None and not drop and empty.size
+                                       and empty[0] == 0),
+                "n_empty_columns": int(shape[1] - scan.shape[1]) if drop else int(empty.size),
+                "empty_columns": empty.tolist(),
                 # as the text line names them (the file's ids); the above are positions
-                "empty_column_ids": (np.flatnonzero(scan.counts == 0)
-                                     + int(args.index_base or 0)).tolist(),
+                "empty_column_ids": (empty + int(args.index_base or 0)).tolist(),
                 "index_base": int(args.index_base or 0),
                 "drop_empty": bool(getattr(args, "drop_empty_columns", None)),
                 # the options this reading took, for the fit it advises
@@ -451,11 +473,11 @@ def sparse_info_lines(info):
             lines.append("  note       column 0 holds no entry: the file counts from 1? Then "
                          "pass --index-base 1 (read here from 0, the default)")
         elif info.get("empty_columns"):
-            empty = info["empty_columns"]
+            empty, n_empty = info["empty_columns"], info["n_empty_columns"]
             shown = ", ".join(str(c + info["index_base"]) for c in empty[:5])
-            lines.append(f"  empty      {len(empty)} column(s) without an entry ({shown}"
-                         f"{', ...' if len(empty) > 5 else ''}; the file's ids): " + (
-                             f"left out by --drop-empty-columns (the store has {N - len(empty)}"
+            lines.append(f"  empty      {n_empty} column(s) without an entry ({shown}"
+                         f"{', ...' if n_empty > 5 else ''}; the file's ids): " + (
+                             f"left out by --drop-empty-columns (the store has {N - n_empty}"
                              " columns, named by the file's ids)" if info.get("drop_empty")
                              else "a fit refuses them (--drop-empty-columns leaves them "
                              "out)"))
