@@ -284,6 +284,52 @@ def test_parquet_without_pyarrow_names_the_extra(tmp_path, monkeypatch):
         convert_triplets(path, tmp_path / "t.zarr", quiet=True)
 
 
+def test_the_python_converters_refuse_a_store_a_fit_reads_and_paths_go_absolute(
+        tmp_path, monkeypatch):
+    """convert_sparse / convert_triplets(overwrite=True) replaced a store a running fit
+    read (the fit then died, its run lost), where to_zarr and the command line refuse it;
+    a relative store path named another folder on a worker started elsewhere."""
+    import os
+
+    from dask_bid import OutputLockedError
+    from dask_bid.engine.lock import hold_for_reading
+
+    A = _matrix()
+    path = tmp_path / "X.zarr"
+    convert_sparse(_coo(A), path, quiet=True)
+    fd = hold_for_reading(str(path))  # as a running fit holds its input
+    assert fd is not None
+    try:
+        with pytest.raises(OutputLockedError, match="is the input of a dask-bid fit still"):
+            convert_sparse(_coo(A), path, quiet=True, overwrite=True)
+        f = tmp_path / "t.tsv"
+        f.write_text("0\t0\t1\n1\t1\t2\n")
+        with pytest.raises(OutputLockedError, match="is the input of a dask-bid fit still"):
+            convert_triplets(f, path, quiet=True, overwrite=True)
+    finally:
+        os.close(fd)
+    monkeypatch.chdir(tmp_path)
+    src = open_sparse("X.zarr")
+    assert os.path.isabs(src.array.path) and src.path == str(path)
+
+
+def test_a_sparse_store_with_rewritten_rows_is_refused_not_crashed(tmp_path):
+    """Row indices rewritten in a chunk (bytes that still decode): a row beyond M went to
+    the kernels, which index without bounds checks (a segmentation fault); rows out of
+    order fitted a shuffled matrix without a word."""
+    import zarr
+
+    A = _matrix()
+    for bad in (10**8, 0):
+        src = convert_sparse(_coo(A), tmp_path / "X.zarr", quiet=True, overwrite=True)
+        rows = zarr.open_group(str(src.path), mode="r+")["blocks/b00000/indices"]
+        rows[5] = bad if bad else rows[7]  # beyond M; or equal to a later row: not increasing
+        with pytest.raises(CorruptStoreError, match="row indices are out of range .* or out "
+                                                    "of order within a column"):
+            bayesian_id(str(src.path), K, n_iter=4, burn_in=1, random_state=0,
+                        missing="mask", client="synchronous")
+
+
 @pytest.mark.parametrize("lost", ["blocks/b00001/data/c/0", "blocks/b00000/indices/c/0",
                                   "indptr/c/0"])
 def test_a_sparse_store_with_a_lost_chunk_file_is_refused(tmp_path, lost):
@@ -644,7 +690,9 @@ def test_a_sparse_store_replaced_during_the_fit_fails_it_as_changed(tmp_path):
     with pytest.raises(InputChangedError, match="changed while the fit read it") as info:
         bayesian_id(path, K, out=out, overwrite=True, callback=swap_then_fail,
                     **{**KW, "n_iter": 30}, **SYNC)
-    assert isinstance(info.value.__cause__, IndexError)
+    # the failure its cause: the planted one, or the reader's check of the rows it read
+    # from the new store (out of range for the pointers read before)
+    assert isinstance(info.value.__cause__, (IndexError, CorruptStoreError))
     assert "changed while" in output_status(out)[1]
 
 

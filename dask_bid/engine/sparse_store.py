@@ -190,6 +190,7 @@ class SparseZarrReader:
         local = ptr[c0:c1 + 1] - ptr[c0]
         rows = np.concatenate(rows) if rows else np.empty(0, dtype=np.int64)
         vals = np.concatenate(vals) if vals else np.empty(0)
+        self._check_rows(local, rows)
         if self.scale_log2:
             vals = np.ldexp(vals, -self.scale_log2)
         return local, rows, vals
@@ -214,6 +215,7 @@ class SparseZarrReader:
             if src.size:
                 r, v = self._points(int(b), src)
                 rows[dst], vals[dst] = r, v
+        self._check_rows(ptr, rows)
         if self.scale_log2:
             vals = np.ldexp(vals, -self.scale_log2)
         return ptr, rows, vals
@@ -243,6 +245,24 @@ class SparseZarrReader:
 
     def column_counts(self):
         return np.diff(self.indptr)
+
+    def _check_rows(self, ptr, rows):
+        """Row indices in [0, M) and increasing within each column, as the writer left
+        them: a rewritten chunk of them (bytes that still decode) sent rows beyond M to
+        the kernels, which index without bounds checks (a segmentation fault), or fitted
+        a shuffled matrix without a word."""
+        if not rows.size:
+            return
+        up = np.diff(rows) > 0
+        # a column's first entry may be below the previous column's last
+        starts = np.asarray(ptr[1:-1], dtype=np.int64)
+        starts = starts[(starts > 0) & (starts < rows.size)]
+        up[starts - 1] = True
+        if rows.min() < 0 or rows.max() >= self.shape[0] or not up.all():
+            raise CorruptStoreError(
+                f"the sparse store at {self.path!r} is damaged: its row indices are out of "
+                f"range (0 to {self.shape[0] - 1}) or out of order within a column (a "
+                "rewritten chunk file); convert the matrix again.")
 
 
 class SparseMemoryReader(SparseZarrReader):
@@ -332,8 +352,11 @@ def open_sparse(path, *, storage_options=None) -> SparseSource:
     spath = local_path(path)
     if not _is_url(spath) and not os.path.exists(spath):
         raise StoreNotFoundError(f"no sparse store at {spath!r}: the path does not exist.")
+    # the reader goes to the workers: a relative path named another folder there (a worker
+    # started elsewhere), as the dense reader's path, it is made absolute here
+    where = spath if _is_url(spath) else os.path.abspath(spath)
     try:
-        reader = SparseZarrReader(spath, storage_options)
+        reader = SparseZarrReader(where, storage_options)
         meta = reader.meta
     except Exception as exc:
         raise CorruptStoreError(
@@ -351,7 +374,7 @@ def open_sparse(path, *, storage_options=None) -> SparseSource:
     if not _is_url(spath):
         _refuse_missing_chunks(reader, spath)
     _check_shape(reader.shape, repr(spath))
-    return SparseSource(kind="sparse", array=reader, path=spath, shape=reader.shape,
+    return SparseSource(kind="sparse", array=reader, path=where, shape=reader.shape,
                         dtype=np.dtype(np.float64), nnz=reader.nnz)
 
 

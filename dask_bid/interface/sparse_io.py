@@ -699,6 +699,11 @@ def _check_dst(dst, overwrite):
             raise OutputExistsError(f"{d!r} exists and is not a sparse store; overwrite "
                                     "replaces only a sparse store (or an empty directory): "
                                     "choose another path.")
+        from ..engine.lock import refuse_if_read
+
+        # a store a running fit reads: replacing it killed that fit (InputChangedError),
+        # where to_zarr and the command line refuse it
+        refuse_if_read(d, "replace it")
         from ..engine.zarr_io import foreign_entries
 
         foreign = [] if empty_dir else foreign_entries(d, nodes=sparse_node)
