@@ -1227,6 +1227,14 @@ def test_a_result_with_an_undecodable_chunk_is_damaged_for_info_and_open_result(
     assert json.loads(capsys.readouterr().out)["status"] == "damaged"
     with pytest.raises(CorruptStoreError, match=f"damaged dask_bid result, array '{array}'"):
         read_result(out)
+    # a fit that failed (or is running, or was interrupted) may have half written its
+    # arrays: described by its status, not as damaged
+    g = zarr.open_group(out, mode="r+")
+    g.attrs["dask_bid"] = {**dict(g.attrs["dask_bid"]), "status": "failed",
+                           "error": "a planted failure"}
+    assert _cli("info", out) == 0
+    text = capsys.readouterr().out
+    assert "status     failed: a planted failure" in text and "DAMAGED" not in text
 
 
 def test_state_format_refuses_types_outside_dask_bid(tmp_path):

@@ -313,8 +313,12 @@ def describe_path(path, row_labels="auto", header="auto") -> dict:
             info["unvisited"] = unvisited_basis_line(drawn, 0)
     if info["status"] == "complete" and not is_url(spath):
         _check_other_arrays(node, info)
-    if info.get("unreadable"):
+    if info.get("unreadable") and info["status"] == "complete":
         info["status"] = "damaged"  # as the text and the exit status say (JSON: complete)
+    else:
+        # a fit still running, interrupted or failed may be writing or have half written
+        # its arrays: described by its status (a resume rewrites them), not as damaged
+        info.pop("unreadable", None)
     if meta.get("status") != "complete" and "checkpoint" in node:
         from ...engine.checkpoint import quiet_listing
 
