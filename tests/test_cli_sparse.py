@@ -294,6 +294,10 @@ def test_compressed_and_far_indexed_triplet_files_are_refused_in_one_line(tmp_pa
     # a given --shape as far beyond the file: refused too, before its count is made
     assert main(["info", str(plain), "--index-base", "1", "--shape", "40,900000000"]) == 2
     assert_one_line_error(capsys.readouterr().err, "a matrix of 900,000,000 columns for")
+    # a share of entries too small for 3 decimals is not shown as 0 (it read "0.000%")
+    (tmp_path / "far.tsv").write_text("0\t0\t1\n0\t1999999\t2\n")
+    assert main(["info", str(tmp_path / "far.tsv"), "--format", "triplets"]) == 0
+    assert "observed   2 of 2000000 entries (0.0001%)" in capsys.readouterr().out
     # --header with a triplet file: refused by info as by fit (it was accepted)
     assert main(["info", str(plain), "--format", "triplets", "--header", "yes"]) == 2
     assert_one_line_error(capsys.readouterr().err, "--header yes applies to a dense text")

@@ -455,13 +455,21 @@ def describe_sparse(args):
             "empty_column_ids": [names[c] for c in empty] if names else None}
 
 
+def _observed_share(n, total) -> str:
+    """``n / total`` to 3 decimals of a percent, never shown as 0 when entries exist (4
+    of 270,000,003 read "0.000%")."""
+    text = f"{n / total:.3%}"
+    return f"{n / total * 100:.2g}%" if n and text == "0.000%" else text
+
+
 def sparse_info_lines(info):
     M, N = info["shape"]
     total = M * N
     lines = [f"{info['path']}: {info['kind']}",
              f"  shape      {M} x {N}",
              f"  observed   {info['n_observed']} of {total} entries "
-             f"({info['n_observed'] / total:.3%}); the others are unobserved (missing)"]
+             f"({_observed_share(info['n_observed'], total)}); the others are unobserved "
+             "(missing)"]
     if info.get("n_nan_dropped"):
         lines.append(f"  NaN        {info['n_nan_dropped']} NaN values left out (unobserved)")
     if info["kind"] == "triplet file":
