@@ -334,6 +334,19 @@ def test_ctrp_renamed_folder_and_label_mismatch(tmp_path, ctrp_matrix):
         load_ctrp_ec50(tmp_path / "bad")
     _write_ctrp(tmp_path / "ok" / "ctrp_ec50", ctrp_matrix)
     assert available_datasets(tmp_path / "ok") == ("ctrp_ec50",)
+    # a renamed folder's "ec50.txt" is CCLE's or CTRP's by its label files (a copy of the
+    # CCLE folder under another name loaded as CTRP, and the reverse)
+    with pytest.raises(StoreNotFoundError, match="holds ctrp_ec50's files \\(its "
+                                                 "cell_lines.txt has 5 fields a line"):
+        load_ccle_ec50(tmp_path / "my_copy")
+    ccle = tmp_path / "ccle_copy"
+    ccle.mkdir()
+    np.savetxt(ccle / "ec50.txt", ctrp_matrix, fmt="%.18e", delimiter="\t")
+    (ccle / "cell_lines.txt").write_text("".join(f"c{i}\tC{i}\n" for i in range(4)))
+    (ccle / "drugs.txt").write_text("".join(f"d{j}\tD{j}\n" for j in range(3)))
+    with pytest.raises(StoreNotFoundError, match="holds ccle_ec50's files"):
+        load_ctrp_ec50(ccle)
+    assert load_ccle_ec50(ccle, clean=False, min_obs=1, n_copies=1).shape[1] == 3
 
 
 def test_ctrp_missing_label_file_named(tmp_path, ctrp_matrix):

@@ -106,9 +106,33 @@ def _dataset_dir(name: str, d: Path, *, allow_renamed: bool) -> Path | None:
     # A renamed dataset folder is accepted when it holds the matrix file, but never the
     # folder of another dataset: ccle_ec50/ and ctrp_ec50/ both hold an "ec50.txt".
     other_folders = {lay.folder for lay in _LAYOUTS.values()} - {layout.folder}
-    if allow_renamed and d.name not in other_folders and (d / layout.matrix).is_file():
+    if allow_renamed and d.name not in other_folders and (d / layout.matrix).is_file() \
+            and _renamed_dataset(d, layout.matrix) in (None, name):
         return d
     return None
+
+
+#: Fields of a line of cell_lines.txt: Brouwer's CCLE files hold 2 (normalised and
+#: published name), the CTRP release 5 (with its ids, histology and site)
+_LABEL_FIELDS = {"ccle_ec50": 2, "ccle_ic50": 2, "ctrp_ec50": 5}
+
+
+def _renamed_dataset(d: Path, matrix: str) -> str | None:
+    """Which of the datasets whose matrix file is named ``matrix`` (ccle_ec50 and
+    ctrp_ec50 both hold an "ec50.txt") a renamed folder ``d`` holds, by its cell-line
+    labels' fields; None when its name alone decides or the labels do not tell (a copy of
+    the CCLE folder under another name loaded as CTRP, and the reverse)."""
+    names = [n for n, lay in _LAYOUTS.items() if lay.matrix == matrix]
+    if len(names) < 2:
+        return None
+    try:
+        with open(d / "cell_lines.txt", encoding="utf-8") as fh:
+            first = next((ln for ln in fh if ln.strip()), "")
+    except OSError:
+        return None
+    n = len(first.rstrip("\r\n").split("\t"))
+    fits = [m for m in names if (n <= 2) == (_LABEL_FIELDS.get(m, 2) <= 2)]
+    return fits[0] if len(fits) == 1 else None
 
 
 def _resolve(name: str, directory: Any) -> Path:
@@ -125,6 +149,13 @@ def _resolve(name: str, directory: Any) -> Path:
             raise StoreNotFoundError(
                 f"{name}: {str(d)!r} is the folder of {other}{held}: pass the "
                 f"'{layout.folder}' folder, or the shared data folder that holds it "
+                f"({_README_HINT}).")
+        held = _renamed_dataset(d, layout.matrix) if (d / layout.matrix).is_file() else None
+        if held is not None and held != name:
+            raise StoreNotFoundError(
+                f"{name}: {str(d)!r} holds {held}'s files (its cell_lines.txt has "
+                f"{_LABEL_FIELDS[held]} fields a line, {name}'s {_LABEL_FIELDS[name]}): "
+                f"load it as {held} (load_{held}), or pass the '{layout.folder}' folder "
                 f"({_README_HINT}).")
         raise StoreNotFoundError(
             f"{name}: no dataset folder found; looked for {str(d / layout.folder)!r} and "
