@@ -19,8 +19,8 @@ import numpy as np
 from .._errors import InputDTypeError, InputShapeError
 from .._warn import warn
 
-__all__ = ["refuse_sparse", "feature_names", "checked_names", "sample_names", "set_feature_names",
-           "check_features",
+__all__ = ["refuse_sparse", "refuse_non_finite", "feature_names", "checked_names",
+           "sample_names", "set_feature_names", "check_features",
            "feature_names_out", "estimator_tags", "n_features_message", "reconstruction_mse",
            "reconstruct", "is_scipy_sparse", "sparse_selected_columns",
            "sparse_reconstruction_mse",
@@ -300,6 +300,27 @@ def estimator_tags(*, allow_nan=False, sparse=False):
     )
 
 
+def refuse_non_finite(X, masked, name="X"):
+    """Refuse NaN or infinity in a numpy ``X`` given to a ``missing="zero"`` model, and
+    infinity given to a ``missing="mask"`` one (NaN is its missing entry), as ``fit``
+    does: ``transform`` and ``score``'s X, ``inverse_transform``'s C."""
+    from .._errors import NonFiniteInputError
+
+    if not masked:
+        n_bad = int(np.count_nonzero(~np.isfinite(X)))
+        if n_bad:
+            raise NonFiniteInputError(
+                f"{name} contains {n_bad} NaN or infinite entries, and this model was fitted "
+                "with missing='zero'. Fill them as for fit, or fit with missing='mask' to "
+                "treat NaN as missing.")
+        return
+    n_inf = int(np.count_nonzero(np.isinf(X)))
+    if n_inf:
+        raise NonFiniteInputError(
+            f"{name} contains {n_inf} infinite entries; missing='mask' treats only NaN as "
+            "missing. Replace the infinities (by NaN to mark them missing).")
+
+
 def reconstruct(C, W, *, masked=False):
     """``C @ W`` for ``inverse_transform``: ``C`` (M x K) numpy (numpy result) or dask /
     Zarr / path (a lazy dask result), refused unless it is 2-D with W's K columns.
@@ -351,16 +372,7 @@ def reconstruct(C, W, *, masked=False):
     check_float_dtype(C.dtype)
     if not is_dask:
         C = C.astype(np.float64, copy=False)
-        bad = ~np.isfinite(C) if not masked else np.isinf(C)
-        if bad.any():
-            from .._errors import NonFiniteInputError
-
-            raise NonFiniteInputError(
-                f"C contains {int(bad.sum())} " + ("infinite entries; missing='mask' treats "
-                "only NaN as missing. Replace the infinities (by NaN to mark them missing)."
-                if masked else "NaN or infinite entries, and this model was fitted with "
-                "missing='zero'. Fill them as for fit, or fit with missing='mask' to treat "
-                "NaN as missing."))
+        refuse_non_finite(C, masked, "C")
     if C.ndim != 2 or C.shape[1] != K:
         raise InputShapeError(
             f"C must be a 2-D matrix with n_components={K} columns, got shape "

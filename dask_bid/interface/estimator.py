@@ -13,6 +13,7 @@ from ._sklearn import (
     is_scipy_sparse,
     reconstruct,
     reconstruction_mse,
+    refuse_non_finite,
     refuse_sparse,
     result_names,
     set_feature_names,
@@ -549,24 +550,8 @@ class BayesianID:
                                      "missing='mask' uses: this model was fitted with "
                                      f"missing={self.missing!r}.")
             src = with_mask(src, mask)
-        if src.kind == "numpy" and not self._masked:
-            finite = np.isfinite(src.array)
-            if not finite.all():
-                from .._errors import NonFiniteInputError
-
-                raise NonFiniteInputError(
-                    f"X contains {finite.size - np.count_nonzero(finite)} NaN or infinite "
-                    "entries, and this model was fitted with missing='zero'. Fill them as "
-                    "for fit, or fit with missing='mask' to treat NaN as missing.")
-        elif src.kind == "numpy":
-            n_inf = int(np.count_nonzero(np.isinf(src.array)))
-            if n_inf:
-                from .._errors import NonFiniteInputError
-
-                # as fit refuses them: NaN is the missing entry, an infinity is not
-                raise NonFiniteInputError(
-                    f"X contains {n_inf} infinite entries; missing='mask' treats only NaN "
-                    "as missing. Replace the infinities (by NaN to mark them missing).")
+        if src.kind == "numpy":
+            refuse_non_finite(src.array, self._masked)
         return src
 
     def score(self, A, y=None, mask=None):

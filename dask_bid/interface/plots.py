@@ -355,8 +355,6 @@ def plot_inclusion(result, ax=None, *, planted=None, labels=None):
     return ax
 
 
-# ----------------------------------------------------------------------------- error vs K
-
 def _planted_columns(planted, res, N) -> np.ndarray:
     """``planted`` as column indices: integers in [0, N), or the fit's column names (a
     raw IndexError, a silent -1 for the last column, and int('f08') before)."""
@@ -371,6 +369,8 @@ def _planted_columns(planted, res, N) -> np.ndarray:
                              f"{N - 1}, or the fit's column names).")
     return np.asarray(cols, dtype=np.int64)
 
+
+# ----------------------------------------------------------------------------- error vs K
 
 def _is_fit(obj) -> bool:
     """A BIDResult or a fitted estimator (not a matrix, nor a list of fits)."""

@@ -36,7 +36,6 @@ __all__ = ["convert_triplets", "convert_sparse", "scan_triplets", "TripletScan",
 
 #: Files read as triplets, and their default separators (None: any whitespace).
 TRIPLET_SUFFIXES = {".csv": ",", ".tsv": "\t", ".txt": None, ".parquet": None}
-
 #: Lines parsed at once.
 LINES_PER_CHUNK = 2**18
 #: Column blocks (bucket files open at once) at most.

@@ -93,13 +93,11 @@ def add_sparse_options(parser, format_help=FORMAT_HELP):
                         "columns are then named by the file's ids")
 
 
-def _triplet_kw(args, scan=False):
-    """The reader's keywords; ``scan``: those of scan_triplets (no column dropped)."""
-    kw = dict(sep=args.sep, columns=args.columns or (0, 1, 2), shape=args.shape,
-              index_base=args.index_base or 0)
-    if not scan:
-        kw["drop_empty_columns"] = bool(getattr(args, "drop_empty_columns", None))
-    return kw
+def _triplet_kw(args):
+    """The reader's keywords (scan_triplets and convert_triplets take them all)."""
+    return dict(sep=args.sep, columns=args.columns or (0, 1, 2), shape=args.shape,
+                index_base=args.index_base or 0,
+                drop_empty_columns=bool(getattr(args, "drop_empty_columns", None)))
 
 
 def _first_absent(kept, n, limit=1000) -> np.ndarray:
@@ -208,23 +206,23 @@ def sparse_input(args, out, masked, quiet):
         return out
 
 
-def _empty_store_columns(src):
-    """(positions, names or None) of a sparse store's columns without an entry."""
-    from ...engine.sparse_store import SparseZarrReader
+def _empty_store_columns(reader):
+    """(positions of the columns without an entry, the column names the store records or
+    None) of a sparse store's reader."""
     from ...engine.zarr_io import stored_column_names
 
-    reader = SparseZarrReader(src)
-    empty = np.flatnonzero(reader.column_counts() == 0)
-    names = stored_column_names(reader) if empty.size else None
-    return empty, names
+    return np.flatnonzero(reader.column_counts() == 0), stored_column_names(reader)
 
 
-def _shown_columns(empty, names, shown=5) -> str:
-    text = ", ".join(str(int(c)) for c in empty[:shown]) + (", ..." if len(empty) > shown
-                                                             else "")
+def _first_few(items, shown=5) -> str:
+    """The first ``shown`` of ``items``, then "..." if there are more."""
+    return ", ".join(map(str, items[:shown])) + (", ..." if len(items) > shown else "")
+
+
+def _shown_columns(empty, names) -> str:
+    text = _first_few([int(c) for c in empty])
     if names is not None:
-        text += " (named " + ", ".join(names[int(c)] for c in empty[:shown]) + (
-            ", ..." if len(empty) > shown else "") + ")"
+        text += f" (named {_first_few([names[int(c)] for c in empty])})"
     return text
 
 
@@ -232,7 +230,9 @@ def _refuse_empty_store_columns(src):
     """A sparse store with columns that hold no entry (converted in Python, without
     drop_empty_columns): refused before the fit, in the command line's terms (it failed
     after the kernels compiled, with Python advice)."""
-    empty, names = _empty_store_columns(src)
+    from ...engine.sparse_store import SparseZarrReader
+
+    empty, names = _empty_store_columns(SparseZarrReader(src))
     if empty.size:
         raise CLIError(f"{src!r} is a sparse store with no entry in column(s) "
                        f"{_shown_columns(empty, names)} ({empty.size} in all), and a column "
@@ -363,8 +363,7 @@ def file_ids(positions, args, shown=5) -> str:
     """Column positions of the store as the triplet file numbers them (``--index-base``
     added), the first ``shown``: the ids a user finds in the file."""
     base = int(getattr(args, "index_base", None) or 0)
-    ids = ", ".join(str(int(p) + base) for p in positions[:shown])
-    return ids + (", ..." if len(positions) > shown else "")
+    return _first_few([int(p) + base for p in positions], shown)
 
 
 def _source_meta(dst):
@@ -415,11 +414,11 @@ def describe_sparse(args):
     if args.format == "triplets":
         from ..sparse_io import scan_triplets
 
-        drop = bool(getattr(args, "drop_empty_columns", None))
+        kw = _triplet_kw(args)
+        drop = kw["drop_empty_columns"]
         # with --drop-empty-columns the scan counts the columns with an entry only (ids of
         # any size, as the conversion reads them)
-        scan = scan_triplets(path, quiet=True, drop_empty_columns=drop,
-                             **_triplet_kw(args, scan=True))
+        scan = scan_triplets(path, quiet=True, **kw)
         shape = list(scan.file_shape or scan.shape)
         empty = (_first_absent(scan.kept, shape[1]) if drop
                  else np.flatnonzero(scan.counts == 0))
@@ -434,18 +433,16 @@ def describe_sparse(args):
                 # as the text line names them (the file's ids); the above are positions
                 "empty_column_ids": (empty + int(args.index_base or 0)).tolist(),
                 "index_base": int(args.index_base or 0),
-                "drop_empty": bool(getattr(args, "drop_empty_columns", None)),
+                "drop_empty": drop,
                 # the options this reading took, for the fit it advises
                 "options": "".join(f" {flag} {_shown_option(flag, args)}".rstrip()
                                    for flag in _given_triplet_options(args))}
     if not is_sparse_store(path):
         return None
-    from ...engine.zarr_io import stored_column_names
-
     src = open_sparse(path)
     meta = src.array.meta
-    names = stored_column_names(src.array)
-    empty = np.flatnonzero(src.array.column_counts() == 0).tolist()
+    empty, names = _empty_store_columns(src.array)
+    empty = empty.tolist()
     return {"kind": "sparse store", "path": path, "shape": list(src.shape),
             "n_observed": src.nnz, "n_blocks": len(meta["block_edges"]) - 1,
             "format": f"{meta['format']} v{meta['version']}",
@@ -481,10 +478,9 @@ def sparse_info_lines(info):
             lines.append("  note       column 0 holds no entry: the file counts from 1? Then "
                          "pass --index-base 1 (read here from 0, the default)")
         elif info.get("empty_columns"):
-            empty, n_empty = info["empty_columns"], info["n_empty_columns"]
-            shown = ", ".join(str(c + info["index_base"]) for c in empty[:5])
-            lines.append(f"  empty      {n_empty} column(s) without an entry ({shown}"
-                         f"{', ...' if n_empty > 5 else ''}; the file's ids): " + (
+            n_empty = info["n_empty_columns"]
+            lines.append(f"  empty      {n_empty} column(s) without an entry "
+                         f"({_first_few(info['empty_column_ids'])}; the file's ids): " + (
                              f"left out by --drop-empty-columns (the store has {N - n_empty}"
                              " columns, named by the file's ids)" if info.get("drop_empty")
                              else "a fit refuses them (--drop-empty-columns leaves them "
