@@ -1041,24 +1041,34 @@ def read_result(path, *, storage_options=None):
     try:
         return _read_complete(g, meta, s, path, storage_options)
     except Exception as exc:
+        # the array at fault, read again on the error path only, to name it
+        bad = undecodable_arrays(g, first=True)
         raise CorruptStoreError(
-            f"{path!r} is an incomplete or damaged dask_bid result{_unreadable(g)} "
-            f"({type(exc).__name__}: {exc}); restore it from a copy, or fit again with "
-            "overwrite=True.") from exc
+            f"{path!r} is an incomplete or damaged dask_bid result"
+            f"{f', array {bad[0][0]!r}' if bad else ''} ({type(exc).__name__}: {exc}); "
+            "restore it from a copy, or fit again with overwrite=True.") from exc
 
 
-def _unreadable(g) -> str:
-    """", array X" for the first array of a result that does not decode (read again on
-    the error path only, to name it), else ""."""
+def undecodable_arrays(g, skip=(), *, max_bytes=None, first=False) -> list:
+    """(path, exception) of the arrays of a result group (``W``, ``traces/mse``, ...;
+    those in ``skip`` aside) whose chunks do not decode, each read whole; none when they
+    hold more than ``max_bytes`` together or cannot be listed; ``first``: the first
+    only."""
     try:
-        for name in _result_arrays(g):
-            try:
-                g[name][...]
-            except Exception:
-                return f", array {name!r}"
+        names = [a for a in _result_arrays(g) if a not in skip]
+        if max_bytes is not None and sum(int(g[a].nbytes) for a in names) > max_bytes:
+            return []
     except Exception:
-        pass
-    return ""
+        return []
+    bad = []
+    for name in names:
+        try:
+            g[name][...]
+        except Exception as exc:
+            bad.append((name, exc))
+            if first:
+                break
+    return bad
 
 
 def _result_arrays(g) -> list[str]:

@@ -340,18 +340,17 @@ def _check_other_arrays(node, info):
     """Decode the result's arrays that ``info`` did not read (the traces, the draws, W_sd,
     ...), so that a damaged one is said as for W (it was "complete": open_result, plot and
     --diagnostics then refused it); a local result of up to INFO_SCAN_BYTES only."""
-    from ...engine.zarr_io import _result_arrays
+    from ...engine.zarr_io import undecodable_arrays
 
     read = {"columns", "W", "draws/w_columns", "traces/accepted", "draws/sigma2",
-            "draws/columns"}
-    try:
-        rest = [a for a in _result_arrays(node) if a not in read and a != "C"]
-        if sum(int(node[a].nbytes) for a in rest) > INFO_SCAN_BYTES:
-            return
-    except Exception:
-        return
-    for a in rest:
-        _result_array(node, a, info)
+            "draws/columns", "C"}
+    for key, exc in undecodable_arrays(node, read, max_bytes=INFO_SCAN_BYTES):
+        _unreadable(info, key, exc)
+
+
+def _unreadable(info, key, exc):
+    info.setdefault("unreadable", []).append(
+        f"{key} ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})")
 
 
 def _result_array(node, key, info):
@@ -365,8 +364,7 @@ def _result_array(node, key, info):
     try:
         return arr[...]
     except Exception as exc:
-        info.setdefault("unreadable", []).append(
-            f"{key} ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})")
+        _unreadable(info, key, exc)
         return None
 
 
